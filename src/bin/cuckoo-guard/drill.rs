@@ -1,0 +1,413 @@
+//! The penetration drill: load, warm up, two phases of traffic (straight to the database, then
+//! through the guard), then check every "absent" answer the guard gave against the database.
+
+use std::time::{Duration, Instant};
+
+use cuckoo_guard::guard::GuardStats;
+use cuckoo_guard::CuckooFilter;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+
+use crate::backend::Backend;
+use crate::report::{Filter, Phase, Report, Setup, Verification};
+use crate::{CliError, Context, DrillArgs};
+
+/// The most rows the drill loads (keys are `1..=N`, attack keys lie above `N`).
+pub(crate) const MAX_ROWS: u64 = 1 << 40;
+/// Attack keys are drawn from `N+1..=ATTACK_KEY_MAX`.
+const ATTACK_KEY_MAX: i64 = 1 << 62;
+/// Rows inserted per transaction or pipeline while loading.
+const LOAD_CHUNK: u64 = 50_000;
+/// Keys the guard answered "absent" that each thread keeps for the check against the database.
+const ABSENT_SAMPLE_PER_THREAD: usize = 5_000;
+/// Legitimate keys answered "absent" that each thread keeps (all of them are checked; beyond
+/// this many the count is still exact but only these are re-queried).
+const MISSING_KEPT_PER_THREAD: usize = 100_000;
+/// Latencies are recorded in nanoseconds up to a minute.
+const LATENCY_MAX_NS: u64 = 60_000_000_000;
+
+fn bar(len: u64, message: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:<24} [{bar:32}] {pos}/{len} ({elapsed})")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
+/// Runs the whole drill and returns its report.
+pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
+    let threads = args.threads();
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let capacity = (args.rows as f64 * args.headroom).ceil() as u64;
+    let capacity = usize::try_from(capacity).map_err(|_| CliError::new("--rows too large"))?;
+    let filter = CuckooFilter::builder()
+        .capacity(capacity)
+        .false_positive_rate(args.fpr)
+        .build()
+        .context("cannot build the filter")?;
+    let backend = Backend::open(args, filter)?;
+
+    let setup = prepare(args, &backend)?;
+    let started = Instant::now();
+    let progress = bar(args.rows, "warming the guard");
+    let warmed = backend.warm_up(|loaded| progress.set_position(loaded))?;
+    progress.finish_and_clear();
+    let warm_secs = started.elapsed().as_secs_f64();
+    if warmed != args.rows {
+        return Err(CliError::new(format!(
+            "the warm-up scanned {warmed} keys but the table holds {} rows; \
+             is something else writing to it?",
+            args.rows
+        )));
+    }
+
+    if let Some(keys) = args.sabotage_filter {
+        for key in 1..=keys.min(args.rows) as i64 {
+            backend.filter().remove(&key);
+        }
+    }
+
+    let direct = run_phase(args, &backend, threads, seed, Mode::Direct);
+    let before = backend.stats();
+    let guarded = run_phase(args, &backend, threads, seed, Mode::Guarded);
+    let after = backend.stats();
+    let verification = verify(&backend, &direct, &guarded)?;
+
+    let filter = backend.filter();
+    let filter = Filter {
+        capacity: filter.capacity(),
+        fingerprint_bits: filter.fingerprint_bits(),
+        len: filter.len(),
+        load_factor: filter.load_factor(),
+        memory_bytes: filter.memory_usage(),
+        configured_fpr: after.configured_false_positive_rate,
+        expected_fpr: after.expected_false_positive_rate,
+    };
+    Ok(Report {
+        setup: Setup {
+            db: backend.describe(),
+            kind: backend.kind(),
+            table: args.table.clone(),
+            rows: args.rows,
+            reused: setup.reused,
+            load_secs: setup.load_secs,
+            warm_secs,
+            threads,
+            phase_secs: args.duration,
+            attack_share: args.attack,
+            zipf: args.zipf,
+            seed,
+        },
+        filter,
+        direct: direct.summary(None),
+        guarded: guarded.summary(Some((&before, &after))),
+        verification,
+    })
+}
+
+struct Prepared {
+    reused: bool,
+    load_secs: f64,
+}
+
+/// Makes the table hold exactly the keys `1..=rows`: reuses it if it does, loads it if it is
+/// empty (or `--fresh`), and refuses to touch other data.
+fn prepare(args: &DrillArgs, backend: &Backend) -> Result<Prepared, CliError> {
+    let census = backend.census(args.rows)?;
+    if census.is_drill_data {
+        return Ok(Prepared {
+            reused: true,
+            load_secs: 0.0,
+        });
+    }
+    if census.rows > 0 {
+        if !args.fresh {
+            return Err(CliError::new(format!(
+                "table {:?} holds {} rows that are not the drill's keys 1..={}; \
+                 pass --fresh to replace them, or --table to use another table",
+                args.table, census.rows, args.rows
+            )));
+        }
+        backend.clear()?;
+    }
+    let started = Instant::now();
+    let progress = bar(args.rows, "loading rows");
+    let mut lo = 1u64;
+    while lo <= args.rows {
+        let hi = (lo + LOAD_CHUNK - 1).min(args.rows);
+        // Both fit in i64: rows <= MAX_ROWS.
+        backend.load(lo as i64, hi as i64)?;
+        progress.set_position(hi);
+        lo = hi + 1;
+    }
+    progress.finish_and_clear();
+    let census = backend.census(args.rows)?;
+    if !census.is_drill_data {
+        return Err(CliError::new(format!(
+            "after loading, table {:?} holds {} rows instead of the keys 1..={}",
+            args.table, census.rows, args.rows
+        )));
+    }
+    Ok(Prepared {
+        reused: false,
+        load_secs: started.elapsed().as_secs_f64(),
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every lookup is a database query.
+    Direct,
+    /// Every lookup goes through the guard.
+    Guarded,
+}
+
+/// What one thread saw in one phase.
+struct Tally {
+    legit: u64,
+    attack: u64,
+    /// Legitimate keys (all of which exist) answered "absent".
+    legit_absent: u64,
+    legit_absent_keys: Vec<i64>,
+    /// Attack keys (none of which exists) answered "present".
+    attack_present: u64,
+    /// A sample of attack keys answered "absent", to check against the database.
+    absent_sample: Vec<i64>,
+    errors: u64,
+    first_error: Option<String>,
+    latency: Histogram<u64>,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            legit: 0,
+            attack: 0,
+            legit_absent: 0,
+            legit_absent_keys: Vec::new(),
+            attack_present: 0,
+            absent_sample: Vec::new(),
+            errors: 0,
+            first_error: None,
+            latency: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
+                .expect("the bounds are valid"),
+        }
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.legit += other.legit;
+        self.attack += other.attack;
+        self.legit_absent += other.legit_absent;
+        self.legit_absent_keys.extend(other.legit_absent_keys);
+        self.attack_present += other.attack_present;
+        self.absent_sample.extend(other.absent_sample);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        self.latency
+            .add(&other.latency)
+            .expect("histograms share their bounds");
+    }
+}
+
+/// One phase's merged tallies and wall time.
+struct PhaseRun {
+    mode: Mode,
+    tally: Tally,
+    elapsed: Duration,
+}
+
+impl PhaseRun {
+    fn requests(&self) -> u64 {
+        self.tally.legit + self.tally.attack
+    }
+
+    /// The report of this phase; `stats` are the guard's counters around a guarded phase.
+    fn summary(&self, stats: Option<(&GuardStats, &GuardStats)>) -> Phase {
+        let requests = self.requests();
+        let secs = self.elapsed.as_secs_f64();
+        let (db_queries, attack_queries, blocked) = match (self.mode, stats) {
+            (Mode::Guarded, Some((before, after))) => (
+                after.passed - before.passed,
+                // Every attack key is absent, so an attack key the filter let through is one
+                // of the guard's false positives (legitimate keys all exist and never are).
+                after.false_positives - before.false_positives,
+                after.blocked - before.blocked,
+            ),
+            _ => (requests, self.tally.attack, 0),
+        };
+        let quantile = |q: f64| self.tally.latency.value_at_quantile(q) as f64 / 1_000.0;
+        Phase {
+            requests,
+            legit: self.tally.legit,
+            attack: self.tally.attack,
+            secs,
+            requests_per_sec: if secs > 0.0 {
+                requests as f64 / secs
+            } else {
+                0.0
+            },
+            db_queries,
+            attack_queries,
+            blocked,
+            p50_us: quantile(0.5),
+            p99_us: quantile(0.99),
+            errors: self.tally.errors,
+            first_error: self.tally.first_error.clone(),
+        }
+    }
+}
+
+/// Runs `threads` threads of traffic for the phase's duration.
+fn run_phase(
+    args: &DrillArgs,
+    backend: &Backend,
+    threads: usize,
+    seed: u64,
+    mode: Mode,
+) -> PhaseRun {
+    let duration = args.phase_duration();
+    let message = match mode {
+        Mode::Direct => "traffic without guard",
+        Mode::Guarded => "traffic with guard",
+    };
+    let progress = bar(duration.as_millis() as u64, message);
+    progress.set_style(
+        ProgressStyle::with_template("{msg:<24} [{bar:32}] {elapsed}")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut total = Tally::new();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| s.spawn(move || traffic(args, backend, mode, seed, t as u64, deadline)))
+            .collect();
+        while !workers.iter().all(|w| w.is_finished()) {
+            progress.set_position(started.elapsed().as_millis() as u64);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for worker in workers {
+            match worker.join() {
+                Ok(tally) => total.merge(tally),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    let elapsed = started.elapsed();
+    progress.finish_and_clear();
+    PhaseRun {
+        mode,
+        tally: total,
+        elapsed,
+    }
+}
+
+/// One traffic thread: legitimate Zipf lookups of existing keys mixed with attack lookups of
+/// random absent keys, until `deadline`. The same seed gives both phases the same sequence.
+fn traffic(
+    args: &DrillArgs,
+    backend: &Backend,
+    mode: Mode,
+    seed: u64,
+    thread: u64,
+    deadline: Instant,
+) -> Tally {
+    let mut rng = SmallRng::seed_from_u64(seed ^ thread.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    // Validated: rows >= 1 and the exponent >= 0.
+    let zipf = Zipf::new(args.rows as f64, args.zipf).expect("validated Zipf parameters");
+    let first_attack_key = args.rows as i64 + 1;
+    let mut tally = Tally::new();
+    loop {
+        let attack = rng.random::<f64>() < args.attack;
+        let key = if attack {
+            rng.random_range(first_attack_key..=ATTACK_KEY_MAX)
+        } else {
+            (zipf.sample(&mut rng) as i64).clamp(1, args.rows as i64)
+        };
+        let start = Instant::now();
+        let answer = match mode {
+            Mode::Direct => backend.direct_get(key),
+            Mode::Guarded => backend.guard_get(key),
+        };
+        let end = Instant::now();
+        tally
+            .latency
+            .saturating_record((end - start).as_nanos().min(u128::from(u64::MAX)) as u64);
+        if attack {
+            tally.attack += 1;
+        } else {
+            tally.legit += 1;
+        }
+        match answer {
+            Ok(true) if attack => tally.attack_present += 1,
+            Ok(true) => {}
+            Ok(false) if attack => {
+                if tally.absent_sample.len() < ABSENT_SAMPLE_PER_THREAD {
+                    tally.absent_sample.push(key);
+                }
+            }
+            Ok(false) => {
+                tally.legit_absent += 1;
+                if tally.legit_absent_keys.len() < MISSING_KEPT_PER_THREAD {
+                    tally.legit_absent_keys.push(key);
+                }
+            }
+            Err(error) => {
+                tally.errors += 1;
+                tally.first_error.get_or_insert(error);
+            }
+        }
+        if end >= deadline {
+            return tally;
+        }
+    }
+}
+
+/// Checks the guard's "absent" answers against the database: every legitimate key it
+/// answered absent, and the sample of attack keys. A key the database has is a false negative.
+fn verify(
+    backend: &Backend,
+    direct: &PhaseRun,
+    guarded: &PhaseRun,
+) -> Result<Verification, CliError> {
+    let exists = |key: i64| {
+        backend
+            .direct_get(key)
+            .map_err(|e| CliError::new(format!("cannot check key {key} against the database: {e}")))
+    };
+    let mut false_negatives = 0u64;
+    let mut rows_missing = 0u64;
+    for &key in &guarded.tally.legit_absent_keys {
+        if exists(key)? {
+            false_negatives += 1;
+        } else {
+            rows_missing += 1;
+        }
+    }
+    // Keys beyond the kept list were answered absent too; unchecked, they count as false
+    // negatives (the drill must not pass on what it did not check).
+    false_negatives += guarded.tally.legit_absent - guarded.tally.legit_absent_keys.len() as u64;
+    let mut absent_checked = 0u64;
+    for &key in &guarded.tally.absent_sample {
+        absent_checked += 1;
+        if exists(key)? {
+            false_negatives += 1;
+        }
+    }
+    Ok(Verification {
+        legit_absent_checked: guarded.tally.legit_absent_keys.len() as u64,
+        absent_sample_checked: absent_checked,
+        false_negatives,
+        rows_missing: rows_missing + direct.tally.legit_absent,
+        attack_keys_present: direct.tally.attack_present + guarded.tally.attack_present,
+    })
+}

@@ -1,0 +1,213 @@
+//! `cuckoo-guard`: the command-line tool. Its default (and so far only) job is the
+//! penetration drill: load a table, put a guard in front of it, and measure what an attack of
+//! lookups for absent keys costs the database without and with the guard.
+//!
+//! Exit codes: 0 the drill ran and found no false negative; 1 the drill ran and found false
+//! negatives or store errors; 2 bad input or a setup failure (one line on stderr).
+
+mod backend;
+mod drill;
+mod report;
+
+use std::error::Error;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Guard a database against cache-penetration traffic with a concurrent cuckoo filter.
+#[derive(Debug, Parser)]
+#[command(name = "cuckoo-guard", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Without a subcommand, the drill runs with these options.
+    #[command(flatten)]
+    drill: DrillArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Load a table, then send legitimate lookups mixed with an attack of absent keys, once
+    /// straight to the database and once through the guard, and compare (the default).
+    Drill(DrillArgs),
+}
+
+/// Options of the drill.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DrillArgs {
+    /// The database: an SQLite file path, `postgres://...` or `redis://...`. Default: a new
+    /// SQLite file in a temporary directory, removed afterwards.
+    #[arg(long, value_name = "PATH|URL")]
+    pub(crate) db: Option<String>,
+    /// Rows to load (keys 1..=N).
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    pub(crate) rows: u64,
+    /// Traffic threads (default: one per core).
+    #[arg(long, value_name = "T")]
+    pub(crate) threads: Option<usize>,
+    /// Seconds of traffic in each of the two phases.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub(crate) duration: f64,
+    /// Share of lookups that are an attack (random keys that do not exist), 0 to 1.
+    #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
+    pub(crate) attack: f64,
+    /// Zipf exponent of the legitimate lookups over the existing keys.
+    #[arg(long, default_value_t = 0.99, value_name = "S")]
+    pub(crate) zipf: f64,
+    /// Target false-positive rate of the filter (picks the fingerprint width).
+    #[arg(long, default_value_t = 0.001, value_name = "RATE")]
+    pub(crate) fpr: f64,
+    /// Filter capacity as a multiple of the rows (room for creates after warm-up).
+    #[arg(long, default_value_t = 1.1, value_name = "FACTOR")]
+    pub(crate) headroom: f64,
+    /// The table (SQLite, PostgreSQL) or key namespace (Redis) of the drill's rows.
+    #[arg(long, default_value = "cuckoo_guard_drill", value_name = "NAME")]
+    pub(crate) table: String,
+    /// Replace the table's rows if they are not exactly the drill's keys 1..=N.
+    #[arg(long)]
+    pub(crate) fresh: bool,
+    /// Do not create the table if it is missing (report an error instead).
+    #[arg(long)]
+    pub(crate) no_create: bool,
+    /// Seed of the traffic generators (default: random; the report prints it).
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
+    /// Print the report as JSON on stdout (progress still goes to stderr).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Negative control of the false-negative check, for the tool's tests: after the warm-up,
+    /// remove the keys 1..=K from the guard's filter (not from the database), so the guard
+    /// wrongly answers "absent" for the hottest keys and the drill must fail.
+    #[arg(long, hide = true, value_name = "K")]
+    pub(crate) sabotage_filter: Option<u64>,
+}
+
+impl DrillArgs {
+    /// Checks the options that clap cannot, with a one-line reason.
+    fn validate(&self) -> Result<(), String> {
+        if self.rows == 0 {
+            return Err("--rows must be at least 1".into());
+        }
+        if self.rows > drill::MAX_ROWS {
+            return Err(format!("--rows must be at most {}", drill::MAX_ROWS));
+        }
+        if self.threads == Some(0) {
+            return Err("--threads must be at least 1".into());
+        }
+        if !(self.duration.is_finite() && self.duration > 0.0 && self.duration <= 86_400.0) {
+            return Err("--duration must be a number of seconds above 0 (at most a day)".into());
+        }
+        if !(0.0..=1.0).contains(&self.attack) {
+            return Err("--attack must be a share between 0 and 1".into());
+        }
+        if !(self.zipf.is_finite() && self.zipf >= 0.0) {
+            return Err("--zipf must be an exponent of 0 or more".into());
+        }
+        if !(self.headroom.is_finite() && self.headroom >= 1.0 && self.headroom <= 100.0) {
+            return Err("--headroom must be a factor between 1 and 100".into());
+        }
+        if self.table.is_empty() {
+            return Err("--table must not be empty".into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+
+    pub(crate) fn phase_duration(&self) -> Duration {
+        Duration::from_secs_f64(self.duration)
+    }
+}
+
+/// An error of the tool, shown as one line.
+#[derive(Debug)]
+pub(crate) struct CliError(String);
+
+impl CliError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        CliError(message.into())
+    }
+
+    /// `context: error: its sources...`, on one line.
+    pub(crate) fn from_error(context: &str, error: &(dyn Error + 'static)) -> Self {
+        let mut line = format!("{context}: {error}");
+        let mut source = error.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !line.contains(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
+            source = cause.source();
+        }
+        CliError(line.replace(['\n', '\r'], " "))
+    }
+}
+
+/// `.context("...")` for results whose error is a std error.
+pub(crate) trait Context<T> {
+    fn context(self, what: &str) -> Result<T, CliError>;
+}
+
+impl<T, E: Error + 'static> Context<T> for Result<T, E> {
+    fn context(self, what: &str) -> Result<T, CliError> {
+        self.map_err(|e| CliError::from_error(what, &e))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                error.exit();
+            }
+            // clap's message, without its usage lines: one line, like every other error.
+            let rendered = error.to_string();
+            let line = rendered.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{line} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let args = match cli.command {
+        Some(Command::Drill(args)) => args,
+        None => cli.drill,
+    };
+    if let Err(message) = args.validate() {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
+    match drill::run(&args) {
+        Ok(report) => {
+            if args.json {
+                println!("{}", report::to_json(&report));
+            } else {
+                print!("{}", report::to_table(&report));
+            }
+            let failures = report.failures();
+            if failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                for failure in failures {
+                    eprintln!("error: {failure}");
+                }
+                ExitCode::from(1)
+            }
+        }
+        Err(CliError(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! The drill's report, as a table for people and as JSON for scripts.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+/// How the drill was set up.
+#[derive(Debug)]
+pub(crate) struct Setup {
+    pub(crate) db: String,
+    pub(crate) kind: &'static str,
+    pub(crate) table: String,
+    pub(crate) rows: u64,
+    /// The table already held the drill's rows.
+    pub(crate) reused: bool,
+    pub(crate) load_secs: f64,
+    pub(crate) warm_secs: f64,
+    pub(crate) threads: usize,
+    pub(crate) phase_secs: f64,
+    pub(crate) attack_share: f64,
+    pub(crate) zipf: f64,
+    pub(crate) seed: u64,
+}
+
+/// The guard's filter after the drill.
+#[derive(Debug)]
+pub(crate) struct Filter {
+    pub(crate) capacity: usize,
+    pub(crate) fingerprint_bits: u32,
+    pub(crate) len: usize,
+    pub(crate) load_factor: f64,
+    pub(crate) memory_bytes: usize,
+    pub(crate) configured_fpr: f64,
+    pub(crate) expected_fpr: f64,
+}
+
+/// One phase of traffic.
+#[derive(Debug)]
+pub(crate) struct Phase {
+    pub(crate) requests: u64,
+    pub(crate) legit: u64,
+    pub(crate) attack: u64,
+    pub(crate) secs: f64,
+    pub(crate) requests_per_sec: f64,
+    /// Lookups that reached the database.
+    pub(crate) db_queries: u64,
+    /// Of those, lookups of attack keys.
+    pub(crate) attack_queries: u64,
+    /// Lookups the guard answered without the database.
+    pub(crate) blocked: u64,
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+}
+
+/// The check of the guard's "absent" answers against the database.
+#[derive(Debug)]
+pub(crate) struct Verification {
+    /// Legitimate keys the guard answered absent, each re-queried.
+    pub(crate) legit_absent_checked: u64,
+    /// Attack keys the guard answered absent, re-queried (a sample).
+    pub(crate) absent_sample_checked: u64,
+    /// Keys the guard answered absent that the database has. Must be 0.
+    pub(crate) false_negatives: u64,
+    /// Legitimate keys the database itself no longer had.
+    pub(crate) rows_missing: u64,
+    /// Attack keys the database had (the drill's table was changed underneath it).
+    pub(crate) attack_keys_present: u64,
+}
+
+/// Everything the drill measured.
+#[derive(Debug)]
+pub(crate) struct Report {
+    pub(crate) setup: Setup,
+    pub(crate) filter: Filter,
+    pub(crate) direct: Phase,
+    pub(crate) guarded: Phase,
+    pub(crate) verification: Verification,
+}
+
+impl Report {
+    /// Share of the attack's database queries the guard removed.
+    pub(crate) fn attack_queries_cut(&self) -> Option<f64> {
+        cut(
+            self.direct.attack_queries,
+            self.direct.attack,
+            self.guarded.attack_queries,
+            self.guarded.attack,
+        )
+    }
+
+    /// Share of all database queries per request the guard removed.
+    pub(crate) fn db_queries_cut(&self) -> Option<f64> {
+        cut(
+            self.direct.db_queries,
+            self.direct.requests,
+            self.guarded.db_queries,
+            self.guarded.requests,
+        )
+    }
+
+    /// `false_positives / attack keys looked up`: every attack key is absent.
+    pub(crate) fn observed_fpr(&self) -> Option<f64> {
+        (self.guarded.attack > 0)
+            .then(|| self.guarded.attack_queries as f64 / self.guarded.attack as f64)
+    }
+
+    /// Why the drill failed, if it did: false negatives, rows gone, store errors.
+    pub(crate) fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        let v = &self.verification;
+        if v.false_negatives > 0 {
+            failures.push(format!(
+                "{} false negatives: the guard answered \"absent\" for keys the database has",
+                v.false_negatives
+            ));
+        }
+        if v.rows_missing > 0 || v.attack_keys_present > 0 {
+            failures.push(format!(
+                "the drill's table changed underneath it ({} rows missing, {} attack keys present)",
+                v.rows_missing, v.attack_keys_present
+            ));
+        }
+        for (name, phase) in [
+            ("without guard", &self.direct),
+            ("with guard", &self.guarded),
+        ] {
+            if phase.errors > 0 {
+                failures.push(format!(
+                    "{} store errors {name}; the first: {}",
+                    phase.errors,
+                    phase.first_error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        failures
+    }
+}
+
+/// `1 - (guarded per request) / (direct per request)`, for queries of a kind.
+fn cut(direct: u64, direct_requests: u64, guarded: u64, guarded_requests: u64) -> Option<f64> {
+    if direct == 0 || direct_requests == 0 || guarded_requests == 0 {
+        return None;
+    }
+    let before = direct as f64 / direct_requests as f64;
+    let after = guarded as f64 / guarded_requests as f64;
+    Some(1.0 - after / before)
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn percent(share: Option<f64>, decimals: usize) -> String {
+    share.map_or_else(|| "-".into(), |s| format!("{:.*}%", decimals, s * 100.0))
+}
+
+/// The report as an aligned text table.
+pub(crate) fn to_table(r: &Report) -> String {
+    let s = &r.setup;
+    let f = &r.filter;
+    let v = &r.verification;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cuckoo-guard drill: {} rows in {}, table {:?}",
+        thousands(s.rows),
+        s.db,
+        s.table
+    );
+    let _ = writeln!(
+        out,
+        "  {} threads, {} s per phase, {:.0}% attack (random absent keys), legitimate keys Zipf({}), seed {}",
+        s.threads,
+        s.phase_secs,
+        s.attack_share * 100.0,
+        s.zipf,
+        s.seed
+    );
+    let _ = writeln!(
+        out,
+        "  rows {}, warm-up {:.2} s",
+        if s.reused {
+            "reused".to_string()
+        } else {
+            format!("loaded in {:.2} s", s.load_secs)
+        },
+        s.warm_secs
+    );
+    let _ = writeln!(
+        out,
+        "  filter: {}-bit fingerprints, {} of {} slots ({:.1}% load), {:.1} MiB ({:.1} bits per row)",
+        f.fingerprint_bits,
+        thousands(f.len as u64),
+        thousands(f.capacity as u64),
+        f.load_factor * 100.0,
+        f.memory_bytes as f64 / (1024.0 * 1024.0),
+        f.memory_bytes as f64 * 8.0 / s.rows as f64
+    );
+    let _ = writeln!(out);
+    let d = &r.direct;
+    let g = &r.guarded;
+    let rows: Vec<(&str, String, String)> = vec![
+        ("requests", thousands(d.requests), thousands(g.requests)),
+        (
+            "requests per second",
+            thousands(d.requests_per_sec as u64),
+            thousands(g.requests_per_sec as u64),
+        ),
+        (
+            "database queries",
+            thousands(d.db_queries),
+            thousands(g.db_queries),
+        ),
+        (
+            "  for attack keys",
+            thousands(d.attack_queries),
+            thousands(g.attack_queries),
+        ),
+        (
+            "queries blocked",
+            thousands(d.blocked),
+            thousands(g.blocked),
+        ),
+        (
+            "latency p50",
+            format!("{:.1} us", d.p50_us),
+            format!("{:.1} us", g.p50_us),
+        ),
+        (
+            "latency p99",
+            format!("{:.1} us", d.p99_us),
+            format!("{:.1} us", g.p99_us),
+        ),
+        ("store errors", thousands(d.errors), thousands(g.errors)),
+    ];
+    let _ = writeln!(
+        out,
+        "  {:<22} {:>16} {:>16}",
+        "", "without guard", "with guard"
+    );
+    for (name, without, with) in rows {
+        let _ = writeln!(out, "  {name:<22} {without:>16} {with:>16}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  attack queries cut     {} (target: at least 99%)",
+        percent(r.attack_queries_cut(), 3)
+    );
+    let _ = writeln!(
+        out,
+        "  all queries cut        {} per request",
+        percent(r.db_queries_cut(), 2)
+    );
+    let _ = writeln!(
+        out,
+        "  false-positive rate    {} observed, {} expected at this load, {} configured (at 95% load)",
+        percent(r.observed_fpr(), 4),
+        percent(Some(f.expected_fpr), 4),
+        percent(Some(f.configured_fpr), 4)
+    );
+    let _ = writeln!(
+        out,
+        "  false negatives        {} (checked against the database: {} legitimate keys answered absent, {} sampled blocked keys)",
+        v.false_negatives,
+        thousands(v.legit_absent_checked),
+        thousands(v.absent_sample_checked)
+    );
+    out
+}
+
+/// The report as JSON.
+pub(crate) fn to_json(r: &Report) -> Value {
+    let phase = |p: &Phase| {
+        json!({
+            "requests": p.requests,
+            "legit_requests": p.legit,
+            "attack_requests": p.attack,
+            "seconds": p.secs,
+            "requests_per_sec": p.requests_per_sec,
+            "db_queries": p.db_queries,
+            "attack_db_queries": p.attack_queries,
+            "blocked": p.blocked,
+            "latency_p50_us": p.p50_us,
+            "latency_p99_us": p.p99_us,
+            "store_errors": p.errors,
+            "first_error": p.first_error,
+        })
+    };
+    let s = &r.setup;
+    let f = &r.filter;
+    let v = &r.verification;
+    json!({
+        "setup": {
+            "db": s.db,
+            "kind": s.kind,
+            "table": s.table,
+            "rows": s.rows,
+            "rows_reused": s.reused,
+            "load_seconds": s.load_secs,
+            "warm_up_seconds": s.warm_secs,
+            "threads": s.threads,
+            "phase_seconds": s.phase_secs,
+            "attack_share": s.attack_share,
+            "zipf": s.zipf,
+            "seed": s.seed,
+        },
+        "filter": {
+            "fingerprint_bits": f.fingerprint_bits,
+            "len": f.len,
+            "capacity": f.capacity,
+            "load_factor": f.load_factor,
+            "memory_bytes": f.memory_bytes,
+            "bits_per_row": f.memory_bytes as f64 * 8.0 / s.rows as f64,
+            "configured_false_positive_rate": f.configured_fpr,
+            "expected_false_positive_rate": f.expected_fpr,
+        },
+        "without_guard": phase(&r.direct),
+        "with_guard": phase(&r.guarded),
+        "attack_queries_cut": r.attack_queries_cut(),
+        "db_queries_cut": r.db_queries_cut(),
+        "observed_false_positive_rate": r.observed_fpr(),
+        "verification": {
+            "legit_absent_checked": v.legit_absent_checked,
+            "absent_sample_checked": v.absent_sample_checked,
+            "false_negatives": v.false_negatives,
+            "rows_missing": v.rows_missing,
+            "attack_keys_present": v.attack_keys_present,
+        },
+        "passed": r.failures().is_empty(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn cuts_compare_rates_per_request() {
+        assert_eq!(cut(500, 1_000, 1, 2_000), Some(1.0 - 0.0005 / 0.5));
+        assert_eq!(cut(0, 1_000, 0, 1_000), None);
+        assert_eq!(cut(10, 10, 10, 10), Some(0.0));
+    }
+}

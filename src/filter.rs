@@ -1,0 +1,905 @@
+//! [`CuckooFilter`] and its [`Builder`]: hashing, sizing, and dispatch to the table of the
+//! chosen fingerprint width.
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+
+use ahash::RandomState;
+
+use crate::error::{BuildError, InsertError};
+use crate::fingerprint::{Fp16, Fp8, Layout, SLOTS};
+use crate::reclaim::{pin, Current, Guard};
+use crate::stats::{Stats, MAX_PATH_LEN};
+use crate::table::{InsertFailure, Inserted, Probe, RawTable};
+
+/// The load factor the false-positive rates are quoted at, and the load a default filter
+/// reliably reaches before its first failed insert.
+pub(crate) const DESIGN_LOAD: f64 = 0.95;
+
+/// The load a filter built for `capacity` keys reaches when it holds them: a little below the
+/// design load, so that `capacity` inserts succeed with room to spare.
+const SIZING_LOAD_PERCENT: u128 = 94;
+
+/// The default maximum cuckoo path length, in buckets (libcuckoo's `MAX_BFS_PATH_LEN`).
+const DEFAULT_MAX_PATH_LEN: usize = 5;
+
+/// The supported fingerprint widths, narrowest first.
+const SUPPORTED_BITS: [u32; 2] = [8, 16];
+
+/// Keys hashed and prefetched ahead of probing in [`CuckooFilter::contains_many`].
+const BATCH: usize = 16;
+
+/// The false-positive rate a filter of `bits`-bit fingerprints is configured for: the rate at
+/// the design load of 95%.
+pub(crate) fn design_false_positive_rate(bits: u32) -> f64 {
+    false_positive_rate(bits, DESIGN_LOAD)
+}
+
+/// The false-positive rate of `bits`-bit fingerprints at `load`.
+fn false_positive_rate(bits: u32, load: f64) -> f64 {
+    let per_slot = 1.0 / ((1u64 << bits) - 1) as f64;
+    1.0 - (1.0 - per_slot).powf(2.0 * SLOTS as f64 * load)
+}
+
+/// Buckets for `capacity` keys at the sizing load, or `None` beyond 2^32 buckets.
+///
+/// Small tables vary more in the load they reach, so `sqrt(capacity) + 2` buckets are added:
+/// with them, inserting `capacity` distinct keys never failed in 120,000 seeded runs of every
+/// capacity from 1 to 60 (`examples/first_failure.rs`); at a million keys they add 0.1%.
+fn buckets_for(capacity: usize) -> Option<usize> {
+    let per_bucket = SLOTS as u128 * SIZING_LOAD_PERCENT;
+    let slack = (capacity as f64).sqrt().ceil() as u128 + 2;
+    let buckets = (capacity as u128 * 100).div_ceil(per_bucket) + slack;
+    if buckets > 1 << 32 {
+        return None;
+    }
+    usize::try_from(buckets).ok()
+}
+
+/// The largest capacity [`Builder::capacity`] accepts.
+fn max_capacity() -> usize {
+    // `buckets_for` grows with its argument, so binary-search its last `Some`.
+    let (mut lo, mut hi) = (1usize, usize::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if buckets_for(mid).is_some() {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+/// The table of one fingerprint width; operations dispatch on it once per call.
+#[derive(Debug)]
+enum Table {
+    Fp8(RawTable<Fp8>),
+    Fp16(RawTable<Fp16>),
+}
+
+/// Runs `$body` with `$t` bound to the table of whichever width `$table` has.
+macro_rules! with_table {
+    ($table:expr, $t:ident => $body:expr) => {
+        match $table {
+            Table::Fp8($t) => $body,
+            Table::Fp16($t) => $body,
+        }
+    };
+}
+
+impl Table {
+    #[inline(always)]
+    fn contains(&self, hash: u64) -> bool {
+        with_table!(self, t => t.contains(t.probe(hash)))
+    }
+
+    fn count(&self, hash: u64) -> usize {
+        with_table!(self, t => t.count(t.probe(hash)))
+    }
+
+    /// Hashes and prefetches `BATCH` keys at a time, then probes them.
+    fn contains_many<K: Hash, S: BuildHasher>(&self, hasher: &S, keys: &[K], results: &mut [bool]) {
+        assert_eq!(
+            keys.len(),
+            results.len(),
+            "contains_many: {} keys but {} result slots",
+            keys.len(),
+            results.len()
+        );
+        with_table!(self, t => {
+            let mut probes = [Probe::default(); BATCH];
+            for (keys, results) in keys.chunks(BATCH).zip(results.chunks_mut(BATCH)) {
+                for (probe, key) in probes.iter_mut().zip(keys) {
+                    *probe = t.probe(hasher.hash_one(key));
+                    t.prefetch(*probe);
+                }
+                for (probe, result) in probes.iter().zip(results.iter_mut()) {
+                    *result = t.contains(*probe);
+                }
+            }
+        })
+    }
+}
+
+/// A concurrent cuckoo filter: an approximate set with no false negatives, lock-free reads and
+/// fine-grained locked writes.
+///
+/// Every operation takes `&self`; share the filter between threads with `Arc` or a scoped
+/// borrow. See the [crate documentation](crate) for the guarantees and how they are kept.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let filter = CuckooFilter::with_capacity(1_000_000);
+/// filter.insert("user:42").unwrap();
+/// assert!(filter.contains("user:42"));
+/// assert!(!filter.contains("user:43")); // absent (wrong only with probability ~0.01%)
+/// assert!(filter.remove("user:42"));
+/// assert!(!filter.contains("user:42"));
+/// ```
+pub struct CuckooFilter<S = RandomState> {
+    hash_builder: S,
+    table: Current<Table>,
+}
+
+impl CuckooFilter<RandomState> {
+    /// A filter for `capacity` keys with 16-bit fingerprints (about 0.012% false positives at
+    /// 95% load) and a random hash key.
+    ///
+    /// A capacity of 0 is rounded up to 1.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `capacity` is above the largest supported (about 16 billion keys) or the
+    /// buckets cannot be allocated; use [`builder`](Self::builder) to get these as errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(3_000_000);
+    /// assert!(filter.capacity() >= 3_000_000);
+    /// assert_eq!(filter.fingerprint_bits(), 16);
+    /// ```
+    pub fn with_capacity(capacity: usize) -> Self {
+        match Self::builder().capacity(capacity.max(1)).build() {
+            Ok(filter) => filter,
+            Err(e) => panic!("CuckooFilter::with_capacity({capacity}): {e}"),
+        }
+    }
+
+    /// A [`Builder`] to choose capacity, false-positive rate or fingerprint width, path length
+    /// and hashing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::builder()
+    ///     .capacity(10_000)
+    ///     .false_positive_rate(0.05)
+    ///     .seed(7)
+    ///     .build()?;
+    /// assert_eq!(filter.fingerprint_bits(), 8);
+    /// # Ok::<(), cuckoo_guard::BuildError>(())
+    /// ```
+    pub fn builder() -> Builder<RandomState> {
+        Builder::new()
+    }
+}
+
+impl<S: BuildHasher> CuckooFilter<S> {
+    #[inline(always)]
+    fn hash<K: Hash + ?Sized>(&self, key: &K) -> u64 {
+        self.hash_builder.hash_one(key)
+    }
+
+    /// Adds one copy of `key`'s fingerprint.
+    ///
+    /// Inserting a key twice stores two copies, and each [`remove`](Self::remove) takes one
+    /// out. A key's two buckets hold at most 8 copies.
+    ///
+    /// # Errors
+    ///
+    /// [`InsertError::Full`] if no cuckoo path within the path length bound reaches a free
+    /// slot (typically above 95% load), [`InsertError::Contended`] if concurrent writers kept
+    /// invalidating the paths found. Either way no fingerprint was stored, none was lost or
+    /// duplicated, and every key inserted earlier is still found. (Hops of an earlier
+    /// attempt that completed before a concurrent writer invalidated the rest of its path
+    /// stay done: each only moved a fingerprint to the other bucket of its own pair.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert(&17u64)?;
+    /// filter.insert(&17u64)?;
+    /// assert_eq!(filter.count(&17u64), 2);
+    /// # Ok::<(), cuckoo_guard::InsertError>(())
+    /// ```
+    pub fn insert<K: Hash + ?Sized>(&self, key: &K) -> Result<(), InsertError> {
+        self.insert_impl(key, false).map(|_| ())
+    }
+
+    /// Adds `key` only if the filter does not already report it present; returns whether it
+    /// added a copy.
+    ///
+    /// The check and the insert are one atomic step under the locks of the key's two buckets,
+    /// so concurrent `insert_unique` calls of one key add exactly one copy. A false positive
+    /// (another key with the same fingerprint and buckets) also counts as present.
+    ///
+    /// `Ok(false)` means the key is covered by a copy that is already there, possibly one
+    /// another key put in. If that other key is later removed, this key is reported absent:
+    /// the no-false-negative guarantee covers keys whose own copy is in the filter (an
+    /// `insert`, or an `insert_unique` that returned `Ok(true)`). Use `insert_unique` only
+    /// where keys are never removed, or where each key's removal also removes every key
+    /// that shares its copy; otherwise use [`insert`](Self::insert).
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// assert!(filter.insert_unique("a")?);
+    /// assert!(!filter.insert_unique("a")?);
+    /// assert_eq!(filter.count("a"), 1);
+    /// # Ok::<(), cuckoo_guard::InsertError>(())
+    /// ```
+    pub fn insert_unique<K: Hash + ?Sized>(&self, key: &K) -> Result<bool, InsertError> {
+        self.insert_impl(key, true)
+            .map(|inserted| inserted == Inserted::Added)
+    }
+
+    fn insert_impl<K: Hash + ?Sized>(
+        &self,
+        key: &K,
+        unique: bool,
+    ) -> Result<Inserted, InsertError> {
+        let hash = self.hash(key);
+        let guard = pin();
+        let table = self.table.load(&guard);
+        let result = with_table!(table, t => t.insert(t.probe(hash), unique));
+        result.map_err(|failure| match failure {
+            InsertFailure::Full => InsertError::Full {
+                len: self.len(),
+                capacity: self.capacity(),
+            },
+            InsertFailure::Contended => InsertError::Contended,
+        })
+    }
+
+    /// Whether `key` may be in the filter.
+    ///
+    /// `false` is always right: a key inserted before this call began and not removed is
+    /// reported present, whatever other threads are doing. `true` is wrong with the
+    /// false-positive probability (about `8 x load / 2^bits`). Never blocks: a lookup that
+    /// keeps racing displacements answers `true` after a bounded number of retries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert(&[1u8, 2, 3][..]).unwrap();
+    /// assert!(filter.contains(&[1u8, 2, 3][..]));
+    /// ```
+    #[inline]
+    pub fn contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
+        let hash = self.hash(key);
+        let guard = pin();
+        self.table.load(&guard).contains(hash)
+    }
+
+    /// Looks up every key of `keys`, writing `results[i] = contains(&keys[i])`.
+    ///
+    /// Faster than calling [`contains`](Self::contains) in a loop on large filters: keys are
+    /// hashed and their buckets prefetched 16 at a time before any is probed, so the memory
+    /// loads overlap, and the epoch is pinned once for the whole slice. Allocates nothing.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `results.len() != keys.len()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert(&2u32).unwrap();
+    /// let mut found = [false; 3];
+    /// filter.contains_many(&[1u32, 2, 3], &mut found);
+    /// assert!(found[1]);
+    /// ```
+    pub fn contains_many<K: Hash>(&self, keys: &[K], results: &mut [bool]) {
+        let guard = pin();
+        self.table
+            .load(&guard)
+            .contains_many(&self.hash_builder, keys, results);
+    }
+
+    /// Removes one copy of `key`'s fingerprint; returns whether one was found.
+    ///
+    /// **Only remove keys you inserted** (and as many times as you inserted them). Removing a
+    /// key that was never inserted can take out the fingerprint of another key that shares
+    /// its fingerprint and buckets, and that key would then be reported absent: a false
+    /// negative. The [`guard`](crate) layer only removes after the store confirms a delete.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert("k").unwrap();
+    /// assert!(filter.remove("k"));
+    /// assert!(!filter.remove("k"));
+    /// ```
+    pub fn remove<K: Hash + ?Sized>(&self, key: &K) -> bool {
+        let hash = self.hash(key);
+        let guard = pin();
+        let table = self.table.load(&guard);
+        with_table!(table, t => t.remove(t.probe(hash)))
+    }
+
+    /// The number of copies of `key`'s fingerprint in its two buckets: at least the number of
+    /// times `key` was inserted and not removed (more if other keys share its fingerprint and
+    /// buckets).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// assert_eq!(filter.count("x"), 0);
+    /// filter.insert("x").unwrap();
+    /// assert_eq!(filter.count("x"), 1);
+    /// ```
+    pub fn count<K: Hash + ?Sized>(&self, key: &K) -> usize {
+        let hash = self.hash(key);
+        let guard = pin();
+        self.table.load(&guard).count(hash)
+    }
+
+    /// A [`FilterReader`]: this filter with the epoch pinned once, for a burst of lookups.
+    ///
+    /// Each [`contains`](Self::contains) pins and unpins an epoch (one atomic
+    /// read-modify-write, which on x86 also limits how far consecutive lookups overlap their
+    /// memory loads); a reader pins once. On a filter larger than the CPU caches, lookups
+    /// through a reader are about 1.4x faster. Keep a reader for a batch of work, not across
+    /// blocking calls: while it lives, tables retired by a future grow stay allocated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// filter.insert(&3).unwrap();
+    /// let reader = filter.reader();
+    /// let found = (0..10).filter(|k| reader.contains(k)).count();
+    /// assert!(found >= 1);
+    /// ```
+    pub fn reader(&self) -> FilterReader<'_, S> {
+        FilterReader {
+            filter: self,
+            guard: pin(),
+        }
+    }
+}
+
+impl<S> CuckooFilter<S> {
+    /// The number of fingerprints stored (each insert adds one, each successful remove takes
+    /// one). Exact when no writer runs; under concurrency, a sum of per-stripe counts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert("a").unwrap();
+    /// filter.insert("a").unwrap();
+    /// assert_eq!(filter.len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        let guard = pin();
+        with_table!(self.table.load(&guard), t => t.len())
+    }
+
+    /// Whether no fingerprint is stored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// assert!(CuckooFilter::with_capacity(10).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number of fingerprint slots (4 per bucket). Inserts start failing near 95% of it;
+    /// a filter built for `n` keys has `capacity() >= n / 0.94`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// assert!(filter.capacity() >= 1_000);
+    /// assert_eq!(filter.capacity() % 4, 0);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        let guard = pin();
+        with_table!(self.table.load(&guard), t => t.capacity())
+    }
+
+    /// `len() / capacity()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// assert_eq!(filter.load_factor(), 0.0);
+    /// ```
+    pub fn load_factor(&self) -> f64 {
+        self.len() as f64 / self.capacity() as f64
+    }
+
+    /// The false-positive rate expected at the current load: each lookup compares its
+    /// fingerprint with `8 x load` stored ones on average, each matching with probability
+    /// `1 / (2^bits - 1)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// assert_eq!(filter.expected_false_positive_rate(), 0.0);
+    /// for k in 0..1_000 {
+    ///     filter.insert(&k).unwrap();
+    /// }
+    /// assert!(filter.expected_false_positive_rate() < 0.0002);
+    /// ```
+    pub fn expected_false_positive_rate(&self) -> f64 {
+        false_positive_rate(self.fingerprint_bits(), self.load_factor())
+    }
+
+    /// Bits per fingerprint (8 or 16).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::builder().capacity(10).fingerprint_bits(8).build()?;
+    /// assert_eq!(filter.fingerprint_bits(), 8);
+    /// # Ok::<(), cuckoo_guard::BuildError>(())
+    /// ```
+    pub fn fingerprint_bits(&self) -> u32 {
+        let guard = pin();
+        match self.table.load(&guard) {
+            Table::Fp8(_) => Fp8::BITS,
+            Table::Fp16(_) => Fp16::BITS,
+        }
+    }
+
+    /// The longest cuckoo path (in buckets) an insert searches.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// assert_eq!(CuckooFilter::with_capacity(10).max_path_len(), 5);
+    /// ```
+    pub fn max_path_len(&self) -> usize {
+        let guard = pin();
+        with_table!(self.table.load(&guard), t => t.max_path_len())
+    }
+
+    /// Heap bytes owned by the filter: the bucket array, the stripe words, the statistics
+    /// counters and the table header. Excludes the hasher (stored inline) and the transient
+    /// queue of a running path search.
+    ///
+    /// At 16-bit fingerprints the buckets take 16 bits per slot, so a full filter costs
+    /// `16 / load` bits per key plus 32 KiB of stripes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000_000);
+    /// let bits_per_key = filter.memory_usage() as f64 * 8.0 / 1_000_000.0;
+    /// assert!(bits_per_key < 17.5);
+    /// ```
+    pub fn memory_usage(&self) -> usize {
+        let guard = pin();
+        std::mem::size_of::<Table>() + with_table!(self.table.load(&guard), t => t.heap_bytes())
+    }
+
+    /// Removes every fingerprint.
+    ///
+    /// Runs under every stripe lock, so it waits for writers in progress and holds off new
+    /// ones while it runs (O(capacity)); lookups keep running and may see some keys already
+    /// cleared and others not yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert("a").unwrap();
+    /// filter.clear();
+    /// assert!(filter.is_empty());
+    /// assert!(!filter.contains("a"));
+    /// ```
+    pub fn clear(&self) {
+        let guard = pin();
+        with_table!(self.table.load(&guard), t => t.clear())
+    }
+
+    /// Size and operation counters: inserts, failures, displacements, the histogram of
+    /// displacements per insert, read retries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert(&1).unwrap();
+    /// assert_eq!(filter.stats().inserts, 1);
+    /// assert_eq!(filter.stats().failed_inserts, 0);
+    /// ```
+    pub fn stats(&self) -> Stats {
+        let guard = pin();
+        with_table!(self.table.load(&guard), t => {
+            t.counters().snapshot(t.len(), t.capacity(), t.max_path_len())
+        })
+    }
+
+    /// The filter's hash builder.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::hash::BuildHasher;
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let a = CuckooFilter::builder().capacity(10).seed(3).build()?;
+    /// let b = CuckooFilter::builder().capacity(10).seed(3).build()?;
+    /// assert_eq!(a.hasher().hash_one("k"), b.hasher().hash_one("k"));
+    /// # Ok::<(), cuckoo_guard::BuildError>(())
+    /// ```
+    pub fn hasher(&self) -> &S {
+        &self.hash_builder
+    }
+}
+
+impl<S> fmt::Debug for CuckooFilter<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CuckooFilter")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("fingerprint_bits", &self.fingerprint_bits())
+            .field("max_path_len", &self.max_path_len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`CuckooFilter`] with the epoch pinned, for a burst of lookups without a pin per call;
+/// from [`CuckooFilter::reader`].
+///
+/// Answers exactly as the filter does (the same guarantees, including no false negatives for
+/// keys inserted before each lookup began). It is tied to the thread that created it (`!Send`).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let filter = CuckooFilter::with_capacity(1_000);
+/// filter.insert("present").unwrap();
+/// let reader = filter.reader();
+/// assert!(reader.contains("present"));
+/// let mut found = [false; 2];
+/// reader.contains_many(&["present", "absent"], &mut found);
+/// assert!(found[0]);
+/// ```
+pub struct FilterReader<'a, S = RandomState> {
+    filter: &'a CuckooFilter<S>,
+    guard: Guard,
+}
+
+impl<S: BuildHasher> FilterReader<'_, S> {
+    /// As [`CuckooFilter::contains`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(10);
+    /// filter.insert(&1).unwrap();
+    /// assert!(filter.reader().contains(&1));
+    /// ```
+    #[inline]
+    pub fn contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
+        let hash = self.filter.hash(key);
+        self.filter.table.load(&self.guard).contains(hash)
+    }
+
+    /// As [`CuckooFilter::contains_many`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if `results.len() != keys.len()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(10);
+    /// filter.insert(&1).unwrap();
+    /// let mut found = [false; 2];
+    /// filter.reader().contains_many(&[1, 2], &mut found);
+    /// assert!(found[0]);
+    /// ```
+    pub fn contains_many<K: Hash>(&self, keys: &[K], results: &mut [bool]) {
+        self.filter
+            .table
+            .load(&self.guard)
+            .contains_many(&self.filter.hash_builder, keys, results);
+    }
+
+    /// As [`CuckooFilter::count`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(10);
+    /// filter.insert(&1).unwrap();
+    /// assert_eq!(filter.reader().count(&1), 1);
+    /// ```
+    pub fn count<K: Hash + ?Sized>(&self, key: &K) -> usize {
+        let hash = self.filter.hash(key);
+        self.filter.table.load(&self.guard).count(hash)
+    }
+}
+
+impl<S> fmt::Debug for FilterReader<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FilterReader")
+            .field("filter", self.filter)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures and builds a [`CuckooFilter`].
+///
+/// Only [`capacity`](Self::capacity) is required. The fingerprint width comes from
+/// [`fingerprint_bits`](Self::fingerprint_bits), or else is the narrowest supported width that
+/// meets [`false_positive_rate`](Self::false_positive_rate), or else 16 bits.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let filter = CuckooFilter::builder()
+///     .capacity(1_000_000)
+///     .false_positive_rate(0.001)
+///     .max_path_len(6)
+///     .seed(42)
+///     .build()?;
+/// assert_eq!(filter.fingerprint_bits(), 16);
+/// # Ok::<(), cuckoo_guard::BuildError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `.build()` is called"]
+pub struct Builder<S = RandomState> {
+    capacity: Option<usize>,
+    false_positive_rate: Option<f64>,
+    fingerprint_bits: Option<u32>,
+    max_path_len: usize,
+    hash_builder: S,
+}
+
+impl Builder<RandomState> {
+    fn new() -> Self {
+        Builder {
+            capacity: None,
+            false_positive_rate: None,
+            fingerprint_bits: None,
+            max_path_len: DEFAULT_MAX_PATH_LEN,
+            hash_builder: RandomState::new(),
+        }
+    }
+}
+
+impl<S> Builder<S> {
+    /// The number of keys the filter must hold. Buckets are sized so that this many keys fill
+    /// the filter to 94%, below the ~95% where inserts start to fail; any capacity is
+    /// accepted as is, without rounding to a power of two.
+    pub fn capacity(mut self, keys: usize) -> Self {
+        self.capacity = Some(keys);
+        self
+    }
+
+    /// The highest false-positive rate acceptable at 95% load. Picks the narrowest
+    /// fingerprint width that meets it: 8 bits down to about 2.9%, 16 bits down to about
+    /// 0.012%.
+    pub fn false_positive_rate(mut self, rate: f64) -> Self {
+        self.false_positive_rate = Some(rate);
+        self
+    }
+
+    /// Bits per fingerprint: 8 or 16.
+    pub fn fingerprint_bits(mut self, bits: u32) -> Self {
+        self.fingerprint_bits = Some(bits);
+        self
+    }
+
+    /// The longest cuckoo path an insert may search, in buckets (1 to 8, default 5). A path of
+    /// `len` buckets displaces at most `len - 1` fingerprints; longer paths reach a higher
+    /// load before the first failed insert but cost more per insert near full.
+    pub fn max_path_len(mut self, len: usize) -> Self {
+        self.max_path_len = len;
+        self
+    }
+
+    /// Hash keys with ahash keyed by `seed` instead of a random key. Filters with the same
+    /// seed hash alike (within one build of the program), which tests and snapshots need; a
+    /// secret random key (the default) keeps an attacker from choosing colliding keys.
+    pub fn seed(self, seed: u64) -> Builder<RandomState> {
+        let mut state = seed;
+        let mut next = || {
+            // splitmix64: four independent ahash keys from one seed.
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        self.hasher(RandomState::with_seeds(next(), next(), next(), next()))
+    }
+
+    /// Hash keys with `hash_builder`. Index and fingerprint both come from its 64-bit output,
+    /// so it must mix all bits well (ahash, foldhash, SipHash do).
+    pub fn hasher<T>(self, hash_builder: T) -> Builder<T> {
+        Builder {
+            capacity: self.capacity,
+            false_positive_rate: self.false_positive_rate,
+            fingerprint_bits: self.fingerprint_bits,
+            max_path_len: self.max_path_len,
+            hash_builder,
+        }
+    }
+
+    fn resolve_bits(&self) -> Result<u32, BuildError> {
+        let rate = match self.false_positive_rate {
+            None => None,
+            Some(rate) if rate.is_finite() && rate > 0.0 && rate < 1.0 => Some(rate),
+            Some(rate) => return Err(BuildError::InvalidFalsePositiveRate { rate }),
+        };
+        match (self.fingerprint_bits, rate) {
+            (Some(bits), _) if !SUPPORTED_BITS.contains(&bits) => {
+                Err(BuildError::UnsupportedFingerprintBits { bits })
+            }
+            (Some(bits), Some(rate)) if design_false_positive_rate(bits) > rate => {
+                Err(BuildError::FingerprintBitsTooFewForRate {
+                    bits,
+                    rate,
+                    achieved: design_false_positive_rate(bits),
+                })
+            }
+            (Some(bits), _) => Ok(bits),
+            (None, Some(rate)) => SUPPORTED_BITS
+                .into_iter()
+                .find(|&bits| design_false_positive_rate(bits) <= rate)
+                .ok_or(BuildError::UnachievableFalsePositiveRate {
+                    rate,
+                    best: design_false_positive_rate(16),
+                }),
+            (None, None) => Ok(16),
+        }
+    }
+
+    /// Builds the filter.
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] if the capacity is unset, 0 or too large, the rate is not in (0, 1)
+    /// or below what 16 bits reach, the width is not 8 or 16 (or too narrow for the rate
+    /// also given), the path length is outside `1..=8`, or the buckets cannot be allocated.
+    pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
+        let capacity = match self.capacity {
+            None => return Err(BuildError::CapacityNotSet),
+            Some(0) => return Err(BuildError::ZeroCapacity),
+            Some(n) => n,
+        };
+        let bits = self.resolve_bits()?;
+        if !(1..=MAX_PATH_LEN).contains(&self.max_path_len) {
+            return Err(BuildError::InvalidMaxPathLen {
+                len: self.max_path_len,
+            });
+        }
+        let too_large = BuildError::CapacityTooLarge {
+            requested: capacity,
+            max: max_capacity(),
+        };
+        let buckets = buckets_for(capacity).ok_or(too_large)?;
+        let word_bytes = if bits == 8 { 4 } else { 8 };
+        let allocation_failed = BuildError::AllocationFailed {
+            bytes: buckets.saturating_mul(word_bytes),
+        };
+        let table = if bits == 8 {
+            RawTable::new(buckets, self.max_path_len).map(Table::Fp8)
+        } else {
+            RawTable::new(buckets, self.max_path_len).map(Table::Fp16)
+        }
+        .ok_or(allocation_failed)?;
+        Ok(CuckooFilter {
+            hash_builder: self.hash_builder,
+            table: Current::new(table),
+        })
+    }
+}
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_rates_match_the_paper_formula() {
+        // 2 x 4 x 0.95 / 2^f, to within the (1 - x)^n vs n x approximation.
+        for bits in SUPPORTED_BITS {
+            let approx = 2.0 * 4.0 * 0.95 / (1u64 << bits) as f64;
+            let exact = design_false_positive_rate(bits);
+            assert!(
+                (exact / approx - 1.0).abs() < 0.02,
+                "{bits}: {exact} vs {approx}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizing_does_not_round_to_powers_of_two() {
+        // 3,000,000 keys at 16 bits: buckets within 5% of 3e6 x 16 / 0.95 bits.
+        let buckets = buckets_for(3_000_000).unwrap();
+        let bits = buckets as f64 * 64.0;
+        let ideal = 3_000_000.0 * 16.0 / 0.95;
+        assert!(bits <= ideal * 1.05, "{bits} bits vs {ideal}");
+        assert!(buckets * 4 >= 3_000_000);
+        assert_eq!(buckets_for(1), Some(4));
+        assert!(buckets_for(max_capacity()).is_some());
+        assert!(buckets_for(max_capacity() + 1).is_none());
+        assert!(max_capacity() > 16_000_000_000);
+    }
+}

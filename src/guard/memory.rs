@@ -1,0 +1,179 @@
+//! An in-process store: a sorted map behind a lock, for examples, tests and small datasets.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::hash::Hash;
+use std::ops::Bound;
+use std::sync::RwLock;
+
+use super::store::{AsyncStore, ScanPage, Store, Written};
+
+/// A [`Store`] (and [`AsyncStore`]) kept in memory: a `BTreeMap` behind a `RwLock`.
+///
+/// Real deployments put the guard in front of a database (see the `sqlite`, `postgres` and
+/// `redis` features); this store is for examples, tests of code built on the guard, and data
+/// that fits in memory anyway. It never fails.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let store = MemoryStore::new();
+/// let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+/// guard.warm_up(100, |_| {})?;
+/// guard.put(&"alice".to_string(), &30)?;
+/// assert_eq!(guard.get(&"alice".to_string())?, Some(30));
+/// assert_eq!(guard.get(&"bob".to_string())?, None); // answered by the filter alone
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryStore<K, V> {
+    rows: RwLock<BTreeMap<K, V>>,
+}
+
+impl<K: Ord, V> MemoryStore<K, V> {
+    /// An empty store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::MemoryStore;
+    ///
+    /// let store = MemoryStore::<u64, String>::new();
+    /// assert!(store.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        MemoryStore {
+            rows: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// A store holding `rows`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::MemoryStore;
+    ///
+    /// let store = MemoryStore::from_rows((0..10u32).map(|k| (k, k * k)));
+    /// assert_eq!(store.len(), 10);
+    /// ```
+    pub fn from_rows(rows: impl IntoIterator<Item = (K, V)>) -> Self {
+        MemoryStore {
+            rows: RwLock::new(rows.into_iter().collect()),
+        }
+    }
+
+    /// The number of rows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::MemoryStore;
+    ///
+    /// assert_eq!(MemoryStore::<u8, u8>::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether the store has no rows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::MemoryStore;
+    ///
+    /// assert!(MemoryStore::<u8, u8>::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<K, V>> {
+        // A panic while holding the lock cannot leave the map half-updated (each operation
+        // is a single map call), so a poisoned lock is still consistent.
+        self.rows.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<K, V>> {
+        self.rows.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<K: Ord + Hash + Clone, V: Clone> Store for MemoryStore<K, V> {
+    type Key = K;
+    type Value = V;
+    type Cursor = K;
+    type Error = Infallible;
+
+    fn get(&self, key: &K) -> Result<Option<V>, Infallible> {
+        Ok(self.read().get(key).cloned())
+    }
+
+    fn put(&self, key: &K, value: &V) -> Result<Written, Infallible> {
+        Ok(match self.write().insert(key.clone(), value.clone()) {
+            None => Written::Created,
+            Some(_) => Written::Updated,
+        })
+    }
+
+    fn delete(&self, key: &K) -> Result<bool, Infallible> {
+        Ok(self.write().remove(key).is_some())
+    }
+
+    fn scan_keys(&self, cursor: Option<&K>, limit: usize) -> Result<ScanPage<K, K>, Infallible> {
+        let rows = self.read();
+        let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let keys: Vec<K> = rows
+            .range((start, Bound::Unbounded))
+            .take(limit.max(1))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let next = (keys.len() == limit.max(1))
+            .then(|| keys.last().cloned())
+            .flatten();
+        Ok(ScanPage { keys, next })
+    }
+
+    fn write_outcome_unknown(_: &Infallible) -> bool {
+        false
+    }
+}
+
+impl<K, V> AsyncStore for MemoryStore<K, V>
+where
+    K: Ord + Hash + Clone + Send + Sync,
+    V: Clone + Send + Sync,
+{
+    type Key = K;
+    type Value = V;
+    type Cursor = K;
+    type Error = Infallible;
+
+    async fn get(&self, key: &K) -> Result<Option<V>, Infallible> {
+        Store::get(self, key)
+    }
+
+    async fn put(&self, key: &K, value: &V) -> Result<Written, Infallible> {
+        Store::put(self, key, value)
+    }
+
+    async fn delete(&self, key: &K) -> Result<bool, Infallible> {
+        Store::delete(self, key)
+    }
+
+    async fn scan_keys(
+        &self,
+        cursor: Option<&K>,
+        limit: usize,
+    ) -> Result<ScanPage<K, K>, Infallible> {
+        Store::scan_keys(self, cursor, limit)
+    }
+
+    fn write_outcome_unknown(_: &Infallible) -> bool {
+        false
+    }
+}

@@ -1,0 +1,175 @@
+//! The store traits a [`CacheGuard`](super::CacheGuard) sits in front of.
+
+use std::future::Future;
+use std::hash::Hash;
+
+/// What a [`Store::put`] did to the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Written {
+    /// The key did not exist; the write created it.
+    Created,
+    /// The key existed; the write only replaced its value.
+    Updated,
+}
+
+/// One page of a key scan: the keys, and where the next page starts (`None` after the last).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::ScanPage;
+///
+/// let last: ScanPage<u32, u32> = ScanPage { keys: vec![7, 9], next: None };
+/// assert!(last.next.is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanPage<K, C> {
+    /// Keys of this page.
+    pub keys: Vec<K>,
+    /// The cursor to pass for the next page, or `None` if the scan is complete.
+    pub next: Option<C>,
+}
+
+/// A synchronous backing store: the source of truth the guard keeps its filter in sync with.
+///
+/// Every write to the store must go through the guard; a key created behind its back is
+/// unknown to the filter, which then reports it absent.
+///
+/// # Contract
+///
+/// - `put` is an upsert and says truthfully whether it created the key or updated it; two
+///   concurrent `put`s of one new key must report one `Created` and one `Updated`.
+/// - `delete` says whether a key was deleted.
+/// - A scan started with `scan_keys(None, n)` and continued with each page's `next` returns
+///   every key that exists for the whole scan exactly once.
+/// - Errors are returned, never swallowed into `Ok(None)` or `Ok(false)`.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{MemoryStore, Store, Written};
+///
+/// let store = MemoryStore::<u64, String>::new();
+/// assert_eq!(store.put(&1, &"one".to_string())?, Written::Created);
+/// assert_eq!(store.put(&1, &"uno".to_string())?, Written::Updated);
+/// assert_eq!(store.get(&1)?.as_deref(), Some("uno"));
+/// assert!(store.delete(&1)?);
+/// # Ok::<(), std::convert::Infallible>(())
+/// ```
+pub trait Store {
+    /// The key type; the guard hashes it into the filter.
+    type Key: Hash;
+    /// The value type.
+    type Value;
+    /// Where a key scan resumes.
+    type Cursor;
+    /// The store's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The value of `key`, or `None` if it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store.
+    fn get(&self, key: &Self::Key) -> Result<Option<Self::Value>, Self::Error>;
+
+    /// Creates or updates `key`, reporting which.
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store; [`write_outcome_unknown`](Self::write_outcome_unknown) says
+    /// whether the write may still have been applied.
+    fn put(&self, key: &Self::Key, value: &Self::Value) -> Result<Written, Self::Error>;
+
+    /// Deletes `key`, reporting whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store.
+    fn delete(&self, key: &Self::Key) -> Result<bool, Self::Error>;
+
+    /// Up to `limit` keys, starting at `cursor` (`None`: the beginning).
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store.
+    fn scan_keys(
+        &self,
+        cursor: Option<&Self::Cursor>,
+        limit: usize,
+    ) -> Result<ScanPage<Self::Key, Self::Cursor>, Self::Error>;
+
+    /// Whether a failed `put` may nevertheless have been applied (a connection lost during
+    /// the commit, say). The guard keeps the filter copy it added for such a write, because
+    /// removing it could hide a row that did get written; for a definite failure it removes
+    /// the copy. The default, `true`, is always safe: at worst a stale false positive.
+    fn write_outcome_unknown(error: &Self::Error) -> bool {
+        let _ = error;
+        true
+    }
+}
+
+/// An asynchronous backing store; the same contract as [`Store`].
+///
+/// Implementations may write `async fn` for each method; the futures must be `Send` so the
+/// guard can be used from multi-threaded runtimes.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{AsyncStore, MemoryStore, Written};
+///
+/// # futures_lite_block_on(async {
+/// let store = MemoryStore::<u64, u64>::new();
+/// assert_eq!(AsyncStore::put(&store, &1, &10).await?, Written::Created);
+/// assert_eq!(AsyncStore::get(&store, &1).await?, Some(10));
+/// # Ok::<(), std::convert::Infallible>(())
+/// # }).unwrap();
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let waker = std::task::Waker::noop();
+/// #     let mut cx = std::task::Context::from_waker(&waker);
+/// #     let mut f = std::pin::pin!(f);
+/// #     loop {
+/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+/// #     }
+/// # }
+/// ```
+pub trait AsyncStore: Send + Sync {
+    /// The key type; the guard hashes it into the filter.
+    type Key: Hash + Send + Sync;
+    /// The value type.
+    type Value: Send;
+    /// Where a key scan resumes.
+    type Cursor: Send + Sync;
+    /// The store's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// As [`Store::get`].
+    fn get(
+        &self,
+        key: &Self::Key,
+    ) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send;
+
+    /// As [`Store::put`].
+    fn put(
+        &self,
+        key: &Self::Key,
+        value: &Self::Value,
+    ) -> impl Future<Output = Result<Written, Self::Error>> + Send;
+
+    /// As [`Store::delete`].
+    fn delete(&self, key: &Self::Key) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// As [`Store::scan_keys`].
+    fn scan_keys(
+        &self,
+        cursor: Option<&Self::Cursor>,
+        limit: usize,
+    ) -> impl Future<Output = Result<ScanPage<Self::Key, Self::Cursor>, Self::Error>> + Send;
+
+    /// As [`Store::write_outcome_unknown`].
+    fn write_outcome_unknown(error: &Self::Error) -> bool {
+        let _ = error;
+        true
+    }
+}

@@ -1,0 +1,110 @@
+//! A concurrent cuckoo filter for guarding a database against cache-penetration traffic:
+//! lookups of keys that do not exist, which miss every cache and land on the database.
+//!
+//! A [`CuckooFilter`] answers "definitely absent" or "maybe present" for a key, in a few
+//! nanoseconds and about 17 bits per key, with **no false negatives**: a key that was inserted
+//! and not removed is always reported present, whatever other threads do at the same time.
+//!
+//! - [Quick start](#quick-start)
+//! - [Guarantees](#guarantees)
+//! - [How the concurrency works](#how-the-concurrency-works)
+//! - [False positives and memory](#false-positives-and-memory)
+//! - [Removing keys](#removing-keys)
+//!
+//! # Quick start
+//!
+//! ```
+//! use std::sync::Arc;
+//! use cuckoo_guard::CuckooFilter;
+//!
+//! let filter = Arc::new(CuckooFilter::with_capacity(100_000));
+//! std::thread::scope(|s| {
+//!     for t in 0..2u64 {
+//!         let filter = &filter;
+//!         s.spawn(move || {
+//!             for k in (t * 50_000)..((t + 1) * 50_000) {
+//!                 filter.insert(&k).expect("sized for 100,000 keys");
+//!             }
+//!         });
+//!     }
+//! });
+//! assert_eq!(filter.len(), 100_000);
+//! assert!((0..100_000u64).all(|k| filter.contains(&k)));
+//! let false_positives = (100_000..200_000u64).filter(|k| filter.contains(k)).count();
+//! assert!(false_positives < 100); // about 0.012% of absent keys at 16 bits
+//! ```
+//!
+//! # Guarantees
+//!
+//! - **No false negatives.** If `insert(k)` returned `Ok` before `contains(k)` began, and no
+//!   `remove(k)` has taken that copy out, `contains(k)` returns `true`: under any interleaving
+//!   of concurrent inserts, removes, and the displacements inserts make.
+//! - **Readers never block.** A lookup takes no lock and stores nothing to shared memory (the
+//!   one exception: when a concurrent displacement forces a retry, it bumps a sharded
+//!   statistics counter). If it keeps racing a writer that is moving fingerprints in its two buckets
+//!   (say a writer preempted mid-move), it answers `true` after a bounded number of retries:
+//!   a false positive, never a hang. [`Stats::read_fallbacks`] counts such answers.
+//! - **A failed insert loses nothing.** [`InsertError`] means no fingerprint was stored and
+//!   none was lost or duplicated: the cuckoo path is searched before anything moves, so there
+//!   is no victim slot and no half-done eviction chain (a path cut short by a concurrent
+//!   writer leaves only completed hops, each a fingerprint moved within its own bucket pair).
+//! - **`insert_unique` shares copies.** When it returns `Ok(false)`, the key is covered by a
+//!   copy already present, which may belong to another key with the same fingerprint and
+//!   buckets; removing that key makes this one absent. The no-false-negative guarantee is for
+//!   keys with their own copy: `insert`, or `insert_unique` returning `Ok(true)`.
+//! - **False-positive rate** as documented below for the width chosen, measured by the crate's
+//!   tests; **memory** as [`CuckooFilter::memory_usage`] reports it.
+//!
+//! # How the concurrency works
+//!
+//! A bucket is four fingerprints packed into one aligned atomic word, so it is read and
+//! written with single atomic loads and stores, and matched against a fingerprint with a few
+//! bit operations (SWAR). Writers lock *stripes* (4096 words, each covering every 4096th
+//! bucket) in ascending order, with test-and-test-and-set and backoff. An insert uses a free
+//! slot in either of the key's buckets if it can; otherwise it searches the cuckoo graph
+//! breadth-first, without changing anything, for the shortest path to a free slot, then moves
+//! the free slot back along that path one hop at a time, each hop re-checked under its locks
+//! and done as copy-then-clear. Around each hop, a version counter for the moved fingerprint's
+//! bucket pair is odd. A reader loads that version, both buckets and the version again: a
+//! match answers at once, and "absent" is answered only if no hop overlapped the read. The
+//! table sits behind a `crossbeam-epoch` pointer so it can later be swapped while readers read.
+//! The `# Synchronization protocol` section of the `table::stripe` module lists each step
+//! and invariant; loom model tests check each one.
+//!
+//! # False positives and memory
+//!
+//! | fingerprint | bits per slot | false positives at 95% load | bits per key at 95% load |
+//! |---|---|---|---|
+//! | 8 bits  | 8  | ~2.9% (`8 x 0.95 / 255`)    | ~8.4  |
+//! | 16 bits | 16 | ~0.012% (`8 x 0.95 / 65535`) | ~16.8 |
+//!
+//! The rate scales with the load: at half load it is half as high. Any capacity is accepted
+//! as is: the alternate bucket is `(h(fp) - i) mod m`, which needs no power-of-two table, so
+//! a filter for 3 million keys is not rounded up to 4 million slots. The hash is ahash with a
+//! random key per filter (settable with [`Builder::seed`] or [`Builder::hasher`]), so an
+//! attacker cannot pick keys that collide.
+//!
+//! # Removing keys
+//!
+//! [`CuckooFilter::remove`] takes out one copy of a key's fingerprint. Remove only keys you
+//! inserted, once per insert: removing a key that was never inserted can take out another
+//! key's identical fingerprint and make *that* key a false negative.
+
+mod error;
+mod filter;
+mod fingerprint;
+pub mod guard;
+mod reclaim;
+mod stats;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+pub mod stores;
+mod sync;
+mod table;
+
+pub use crate::error::{BuildError, InsertError};
+pub use crate::filter::{Builder, CuckooFilter, FilterReader};
+pub use crate::stats::Stats;
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,206 @@
+//! Operation counters and the [`Stats`] snapshot.
+//!
+//! Counters are sharded over cache-padded blocks, picked by stripe, so two writers rarely
+//! touch the same line. Writers bump them once per insert; readers touch them only on the
+//! retry path (a validation failed because a displacement overlapped the lookup), never on a
+//! plain lookup. All counters are statistics: Relaxed, publishing nothing.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// The longest cuckoo path an insert may search, in buckets.
+pub(crate) const MAX_PATH_LEN: usize = 8;
+
+const SHARDS: usize = 8;
+
+#[derive(Debug)]
+struct Shard {
+    /// Successful inserts by number of displacements (the last bucket also holds longer ones,
+    /// which only repeated searches under contention produce).
+    inserts_by_displacements: [AtomicU64; MAX_PATH_LEN],
+    displacements: AtomicU64,
+    failed_full: AtomicU64,
+    failed_contended: AtomicU64,
+    path_retries: AtomicU64,
+    read_retries: AtomicU64,
+    read_fallbacks: AtomicU64,
+}
+
+impl Shard {
+    fn new() -> Self {
+        Shard {
+            inserts_by_displacements: std::array::from_fn(|_| AtomicU64::new(0)),
+            displacements: AtomicU64::new(0),
+            failed_full: AtomicU64::new(0),
+            failed_contended: AtomicU64::new(0),
+            path_retries: AtomicU64::new(0),
+            read_retries: AtomicU64::new(0),
+            read_fallbacks: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Sharded operation counters of one table.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    shards: Box<[CachePadded<Shard>]>,
+}
+
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    // ORDERING: Relaxed; a statistic, publishes nothing.
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(crate) fn new() -> Self {
+        Counters {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Shard::new()))
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn shard(&self, stripe: usize) -> &Shard {
+        &self.shards[stripe % SHARDS]
+    }
+
+    #[inline]
+    pub(crate) fn inserted(&self, stripe: usize, displacements: usize) {
+        let shard = self.shard(stripe);
+        bump(
+            &shard.inserts_by_displacements[displacements.min(MAX_PATH_LEN - 1)],
+            1,
+        );
+    }
+
+    #[inline]
+    pub(crate) fn displaced(&self, stripe: usize, hops: usize) {
+        if hops > 0 {
+            bump(&self.shard(stripe).displacements, hops as u64);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn failed_full(&self, stripe: usize) {
+        bump(&self.shard(stripe).failed_full, 1);
+    }
+
+    #[inline]
+    pub(crate) fn failed_contended(&self, stripe: usize) {
+        bump(&self.shard(stripe).failed_contended, 1);
+    }
+
+    #[inline]
+    pub(crate) fn path_retry(&self, stripe: usize) {
+        bump(&self.shard(stripe).path_retries, 1);
+    }
+
+    #[cold]
+    pub(crate) fn read_retry(&self, stripe: usize) {
+        bump(&self.shard(stripe).read_retries, 1);
+    }
+
+    #[cold]
+    pub(crate) fn read_fallback(&self, stripe: usize) {
+        bump(&self.shard(stripe).read_fallbacks, 1);
+    }
+
+    fn sum(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {
+        self.shards
+            .iter()
+            // ORDERING: Relaxed; a statistic.
+            .map(|s| field(s).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The number of read retries so far (loom models use it to prove a race was explored).
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn read_retries(&self) -> u64 {
+        self.sum(|s| &s.read_retries)
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.shards.len() * std::mem::size_of::<CachePadded<Shard>>()
+    }
+
+    pub(crate) fn snapshot(&self, len: usize, capacity: usize, max_path_len: usize) -> Stats {
+        let mut histogram = vec![0u64; max_path_len.max(1)];
+        for shard in self.shards.iter() {
+            for (d, counter) in shard.inserts_by_displacements.iter().enumerate() {
+                // ORDERING: Relaxed; a statistic.
+                let n = counter.load(Ordering::Relaxed);
+                let last = histogram.len() - 1;
+                histogram[d.min(last)] += n;
+            }
+        }
+        Stats {
+            len,
+            capacity,
+            load_factor: if capacity == 0 {
+                0.0
+            } else {
+                len as f64 / capacity as f64
+            },
+            inserts: histogram.iter().sum(),
+            failed_inserts: self.sum(|s| &s.failed_full) + self.sum(|s| &s.failed_contended),
+            failed_inserts_contended: self.sum(|s| &s.failed_contended),
+            displacements: self.sum(|s| &s.displacements),
+            path_length_histogram: histogram,
+            path_retries: self.sum(|s| &s.path_retries),
+            read_retries: self.sum(|s| &s.read_retries),
+            read_fallbacks: self.sum(|s| &s.read_fallbacks),
+        }
+    }
+}
+
+/// A snapshot of a filter's size and operation counters, from
+/// [`CuckooFilter::stats`](crate::CuckooFilter::stats).
+///
+/// Counters are read one by one while other threads may be working, so under concurrency the
+/// fields are each accurate but not taken at one instant.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let filter = CuckooFilter::with_capacity(1_000);
+/// filter.insert("alice").unwrap();
+/// let stats = filter.stats();
+/// assert_eq!(stats.len, 1);
+/// assert_eq!(stats.inserts, 1);
+/// assert_eq!(stats.path_length_histogram[0], 1); // placed without displacing anything
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Fingerprints stored (as [`CuckooFilter::len`](crate::CuckooFilter::len)).
+    pub len: usize,
+    /// Fingerprint slots (as [`CuckooFilter::capacity`](crate::CuckooFilter::capacity)).
+    pub capacity: usize,
+    /// `len / capacity`.
+    pub load_factor: f64,
+    /// Successful inserts (including `insert_unique` calls that added a copy).
+    pub inserts: u64,
+    /// Inserts that returned an [`InsertError`](crate::InsertError), for any reason.
+    pub failed_inserts: u64,
+    /// Of `failed_inserts`, those that gave up because other writers kept changing the cuckoo
+    /// path ([`InsertError::Contended`](crate::InsertError::Contended)).
+    pub failed_inserts_contended: u64,
+    /// Fingerprints moved to their alternate bucket to make room, in total.
+    pub displacements: u64,
+    /// Successful inserts by the number of displacements each needed: entry `d` counts inserts
+    /// that moved `d` fingerprints (the last entry also counts longer ones). Its length is the
+    /// filter's maximum path length.
+    pub path_length_histogram: Vec<u64>,
+    /// Cuckoo paths that another writer changed between search and execution, so the insert
+    /// searched again.
+    pub path_retries: u64,
+    /// Lookups that re-read their buckets because a displacement overlapped them.
+    pub read_retries: u64,
+    /// Lookups that kept failing validation and answered "present" rather than wait longer.
+    pub read_fallbacks: u64,
+}

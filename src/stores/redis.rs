@@ -1,0 +1,285 @@
+//! [`RedisStore`]: rows in a Redis hash, with a sorted-set index of the keys (feature `redis`).
+//!
+//! Layout, for a namespace `ns`: the hash `{ns}:rows` maps each key to its value, and the
+//! sorted set `{ns}:keys` holds every key with score 0, so `ZRANGE ... BYLEX` pages through
+//! the keys in order and returns each exactly once (`SCAN`/`HSCAN` may repeat keys). Both
+//! names carry the hash tag `{ns}`, so they live in one cluster slot. Writes are Lua scripts,
+//! atomic on the server: a put is `HSET` (whose reply says whether the field was new) plus
+//! `ZADD` when it was; a delete is `HDEL` plus `ZREM`.
+
+use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
+
+use redis::aio::MultiplexedConnection;
+use redis::{FromRedisValue, Script, ToSingleRedisArg};
+
+use crate::guard::{AsyncStore, ScanPage, Written};
+
+/// Checks both keys' types before writing anything, so a type error is reported before any
+/// change (and the guard knows the write was not applied).
+const CHECK_TYPES: &str = r"
+local rows_type = redis.call('TYPE', KEYS[1]).ok
+local keys_type = redis.call('TYPE', KEYS[2]).ok
+if (rows_type ~= 'hash' and rows_type ~= 'none') or (keys_type ~= 'zset' and keys_type ~= 'none') then
+  return redis.error_reply('CGTYPE the store keys ' .. KEYS[1] .. ' and ' .. KEYS[2] .. ' must be a hash and a sorted set')
+end
+";
+
+const PUT: &str = r"
+local created = redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if created == 1 then redis.call('ZADD', KEYS[2], 0, ARGV[1]) end
+return created
+";
+
+const DELETE: &str = r"
+local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
+if deleted == 1 then redis.call('ZREM', KEYS[2], ARGV[1]) end
+return deleted
+";
+
+/// The error code of the scripts' own type check, raised before any write.
+const TYPE_CHECK_CODE: &str = "CGTYPE";
+
+/// Why a [`RedisStore`] operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RedisStoreError {
+    /// The URL is invalid or the server cannot be reached.
+    Connect {
+        /// The driver's error.
+        source: redis::RedisError,
+    },
+    /// A command failed.
+    Command {
+        /// What the store was doing.
+        operation: &'static str,
+        /// The driver's error.
+        source: redis::RedisError,
+    },
+}
+
+impl fmt::Display for RedisStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisStoreError::Connect { source } => write!(f, "cannot connect to Redis: {source}"),
+            RedisStoreError::Command { operation, source } => {
+                write!(f, "Redis {operation} failed: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RedisStoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisStoreError::Connect { source } | RedisStoreError::Command { source, .. } => {
+                Some(source)
+            }
+        }
+    }
+}
+
+fn command(operation: &'static str) -> impl FnOnce(redis::RedisError) -> RedisStoreError {
+    move |source| RedisStoreError::Command { operation, source }
+}
+
+/// The one Redis argument a key or value serializes to.
+fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
+    value.to_redis_args().pop().unwrap_or_default()
+}
+
+/// An [`AsyncStore`] of rows in a Redis hash, indexed by a sorted set (see the module docs
+/// for the layout).
+///
+/// Keys and values are any types the `redis` crate converts to and from one argument
+/// (`String`, integers, `Vec<u8>`, ...).
+///
+/// # Examples
+///
+/// ```no_run
+/// use cuckoo_guard::guard::AsyncCacheGuard;
+/// use cuckoo_guard::stores::RedisStore;
+/// use cuckoo_guard::CuckooFilter;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::<String, String>::connect("redis://127.0.0.1:6379", "users").await?;
+/// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000_000), store);
+/// guard.warm_up(10_000, |_| {}).await?;
+/// let user = guard.get(&"alice".to_string()).await?;
+/// # Ok(()) }
+/// ```
+pub struct RedisStore<K = String, V = String> {
+    connection: MultiplexedConnection,
+    rows: String,
+    keys: String,
+    put: Script,
+    delete: Script,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> RedisStore<K, V> {
+    /// Connects to the server at `url` (`redis://host:port/db`) and uses the keys
+    /// `{namespace}:rows` and `{namespace}:keys`.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisStoreError::Connect`] if the URL is invalid or the server cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::stores::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::<String, Vec<u8>>::connect("redis://127.0.0.1:6379", "sessions").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str, namespace: &str) -> Result<Self, RedisStoreError> {
+        let connect = |source| RedisStoreError::Connect { source };
+        let client = redis::Client::open(url).map_err(connect)?;
+        let connection = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(connect)?;
+        Ok(RedisStore {
+            connection,
+            rows: format!("{{{namespace}}}:rows"),
+            keys: format!("{{{namespace}}}:keys"),
+            put: Script::new(&format!("{CHECK_TYPES}{PUT}")),
+            delete: Script::new(&format!("{CHECK_TYPES}{DELETE}")),
+            _types: PhantomData,
+        })
+    }
+
+    /// The Redis keys holding the rows (a hash) and the key index (a sorted set).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = cuckoo_guard::stores::RedisStore::<String, String>::connect("redis://127.0.0.1", "ns").await?;
+    /// assert_eq!(store.redis_keys(), ("{ns}:rows", "{ns}:keys"));
+    /// # Ok(()) }
+    /// ```
+    pub fn redis_keys(&self) -> (&str, &str) {
+        (&self.rows, &self.keys)
+    }
+
+    /// A connection to the store's server, for what the [`AsyncStore`] trait does not cover.
+    /// Writing keys this way bypasses any guard in front of the store.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(store: &cuckoo_guard::stores::RedisStore) -> redis::RedisResult<()> {
+    /// let mut connection = store.connection();
+    /// let rows: usize = redis::cmd("HLEN").arg(store.redis_keys().0).query_async(&mut connection).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn connection(&self) -> MultiplexedConnection {
+        self.connection.clone()
+    }
+}
+
+impl<K, V> AsyncStore for RedisStore<K, V>
+where
+    K: ToSingleRedisArg + FromRedisValue + Hash + Send + Sync,
+    V: ToSingleRedisArg + FromRedisValue + Send + Sync,
+{
+    type Key = K;
+    type Value = V;
+    /// The raw bytes of the last key of the previous page.
+    type Cursor = Vec<u8>;
+    type Error = RedisStoreError;
+
+    async fn get(&self, key: &K) -> Result<Option<V>, RedisStoreError> {
+        redis::cmd("HGET")
+            .arg(&self.rows)
+            .arg(arg(key))
+            .query_async(&mut self.connection())
+            .await
+            .map_err(command("get"))
+    }
+
+    async fn put(&self, key: &K, value: &V) -> Result<Written, RedisStoreError> {
+        let created: i64 = self
+            .put
+            .key(&self.rows)
+            .key(&self.keys)
+            .arg(arg(key))
+            .arg(arg(value))
+            .invoke_async(&mut self.connection())
+            .await
+            .map_err(command("put"))?;
+        Ok(if created == 1 {
+            Written::Created
+        } else {
+            Written::Updated
+        })
+    }
+
+    async fn delete(&self, key: &K) -> Result<bool, RedisStoreError> {
+        let deleted: i64 = self
+            .delete
+            .key(&self.rows)
+            .key(&self.keys)
+            .arg(arg(key))
+            .invoke_async(&mut self.connection())
+            .await
+            .map_err(command("delete"))?;
+        Ok(deleted == 1)
+    }
+
+    async fn scan_keys(
+        &self,
+        cursor: Option<&Vec<u8>>,
+        limit: usize,
+    ) -> Result<ScanPage<K, Vec<u8>>, RedisStoreError> {
+        let start = match cursor {
+            None => b"-".to_vec(),
+            Some(last) => [b"(".as_slice(), last].concat(),
+        };
+        let limit = limit.max(1);
+        let raw: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+            .arg(&self.keys)
+            .arg(start)
+            .arg("+")
+            .arg("BYLEX")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut self.connection())
+            .await
+            .map_err(command("scan"))?;
+        let next = if raw.len() == limit {
+            raw.last().cloned()
+        } else {
+            None
+        };
+        let keys = raw
+            .into_iter()
+            .map(|bytes| K::from_redis_value(redis::Value::BulkString(bytes)))
+            .collect::<Result<Vec<K>, _>>()
+            .map_err(|e| command("scan")(e.into()))?;
+        Ok(ScanPage { keys, next })
+    }
+
+    fn write_outcome_unknown(error: &RedisStoreError) -> bool {
+        // Only the scripts' own type check is known to fail before any write; any other
+        // failure (a lost connection, an error between HSET and ZADD) leaves the outcome open.
+        !matches!(
+            error,
+            RedisStoreError::Command { source, .. } if source.code() == Some(TYPE_CHECK_CODE)
+        )
+    }
+}
+
+impl<K, V> fmt::Debug for RedisStore<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("rows", &self.rows)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,537 @@
+//! [`SqliteStore`]: a table in an SQLite database file (feature `sqlite`).
+
+use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::types::{FromSql, ToSql};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use super::{quote_identifier, thread_slot, ColumnType};
+use crate::guard::{ScanPage, Store, Written};
+
+/// Why a [`SqliteStore`] operation failed.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::stores::{SqliteStore, SqliteStoreError};
+///
+/// let dir = tempfile::tempdir()?;
+/// let error = SqliteStore::<i64, String>::builder(dir.path().join("db.sqlite"))
+///     .table("missing")
+///     .open()
+///     .unwrap_err();
+/// assert!(matches!(error, SqliteStoreError::MissingTable { .. }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SqliteStoreError {
+    /// The database file could not be opened or configured.
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// The configured table does not exist (and creating it was not asked for).
+    MissingTable {
+        /// The table name.
+        table: String,
+    },
+    /// The table has no column of the configured name.
+    MissingColumn {
+        /// The table name.
+        table: String,
+        /// The column name.
+        column: String,
+    },
+    /// The key column is neither the primary key nor covered by a unique index, so creates
+    /// and updates cannot be told apart.
+    KeyNotUnique {
+        /// The table name.
+        table: String,
+        /// The key column.
+        column: String,
+    },
+    /// A statement failed; a write it belonged to was rolled back.
+    Statement {
+        /// What the store was doing.
+        operation: &'static str,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// Committing a write failed; SQLite may or may not have applied it.
+    Commit {
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+}
+
+impl fmt::Display for SqliteStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SqliteStoreError::Open { path, source } => {
+                write!(
+                    f,
+                    "cannot open SQLite database {}: {source}",
+                    path.display()
+                )
+            }
+            SqliteStoreError::MissingTable { table } => {
+                write!(f, "SQLite table {table:?} does not exist")
+            }
+            SqliteStoreError::MissingColumn { table, column } => {
+                write!(f, "SQLite table {table:?} has no column {column:?}")
+            }
+            SqliteStoreError::KeyNotUnique { table, column } => write!(
+                f,
+                "column {column:?} of SQLite table {table:?} is not a primary key or unique"
+            ),
+            SqliteStoreError::Statement { operation, source } => {
+                write!(f, "SQLite {operation} failed: {source}")
+            }
+            SqliteStoreError::Commit { source } => {
+                write!(
+                    f,
+                    "SQLite commit failed (the write may or may not be applied): {source}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SqliteStoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SqliteStoreError::Open { source, .. }
+            | SqliteStoreError::Statement { source, .. }
+            | SqliteStoreError::Commit { source } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+fn statement(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> SqliteStoreError {
+    move |source| SqliteStoreError::Statement { operation, source }
+}
+
+/// The SQL of one store, built once from its quoted names.
+#[derive(Debug)]
+struct Queries {
+    get: String,
+    insert: String,
+    update: String,
+    delete: String,
+    scan_first: String,
+    scan_after: String,
+}
+
+impl Queries {
+    fn new(table: &str, key: &str, value: &str) -> Self {
+        let (t, k, v) = (
+            quote_identifier(table),
+            quote_identifier(key),
+            quote_identifier(value),
+        );
+        Queries {
+            get: format!("SELECT {v} FROM {t} WHERE {k} = ?1"),
+            // Only a conflict on the key is absorbed; NOT NULL or CHECK failures still fail.
+            insert: format!(
+                "INSERT INTO {t} ({k}, {v}) VALUES (?1, ?2) ON CONFLICT ({k}) DO NOTHING"
+            ),
+            update: format!("UPDATE {t} SET {v} = ?2 WHERE {k} = ?1"),
+            delete: format!("DELETE FROM {t} WHERE {k} = ?1"),
+            scan_first: format!("SELECT {k} FROM {t} ORDER BY {k} LIMIT ?1"),
+            scan_after: format!("SELECT {k} FROM {t} WHERE {k} > ?1 ORDER BY {k} LIMIT ?2"),
+        }
+    }
+}
+
+/// Configures and opens a [`SqliteStore`].
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::stores::SqliteStore;
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = SqliteStore::<String, Vec<u8>>::builder(dir.path().join("users.db"))
+///     .table("users")
+///     .key_column("email")
+///     .value_column("profile")
+///     .create_table_if_missing(true)
+///     .connections(4)
+///     .open()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `.open()` is called"]
+pub struct SqliteStoreBuilder<K, V> {
+    path: PathBuf,
+    table: String,
+    key_column: String,
+    value_column: String,
+    create: bool,
+    connections: usize,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> SqliteStoreBuilder<K, V>
+where
+    K: ToSql + FromSql + ColumnType,
+    V: ToSql + FromSql + ColumnType,
+{
+    /// The table (default `rows`).
+    pub fn table(mut self, name: impl Into<String>) -> Self {
+        self.table = name.into();
+        self
+    }
+
+    /// The key column (default `key`); it must be the primary key or have a unique index.
+    pub fn key_column(mut self, name: impl Into<String>) -> Self {
+        self.key_column = name.into();
+        self
+    }
+
+    /// The value column (default `value`).
+    pub fn value_column(mut self, name: impl Into<String>) -> Self {
+        self.value_column = name.into();
+        self
+    }
+
+    /// Create the table (key as primary key, value `NOT NULL`) if it does not exist; default
+    /// `false`, which makes a missing table an error.
+    pub fn create_table_if_missing(mut self, create: bool) -> Self {
+        self.create = create;
+        self
+    }
+
+    /// Connections in the pool (default 4). SQLite in WAL mode serves reads from all of them
+    /// in parallel; writes are serialized by SQLite itself.
+    pub fn connections(mut self, n: usize) -> Self {
+        self.connections = n.max(1);
+        self
+    }
+
+    fn connect(&self) -> Result<Connection, SqliteStoreError> {
+        let open = |source| SqliteStoreError::Open {
+            path: self.path.clone(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&self.path, flags).map_err(open)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(open)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open)?;
+        Ok(conn)
+    }
+
+    /// Checks that the table has both columns and a unique key.
+    fn check_schema(&self, conn: &Connection) -> Result<(), SqliteStoreError> {
+        let mut columns = conn
+            .prepare("SELECT name, pk FROM pragma_table_info(?1)")
+            .map_err(statement("schema check"))?;
+        let columns: Vec<(String, i64)> = columns
+            .query_map([&self.table], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(statement("schema check"))?;
+        if columns.is_empty() {
+            return Err(SqliteStoreError::MissingTable {
+                table: self.table.clone(),
+            });
+        }
+        for column in [&self.key_column, &self.value_column] {
+            if !columns.iter().any(|(name, _)| name == column) {
+                return Err(SqliteStoreError::MissingColumn {
+                    table: self.table.clone(),
+                    column: column.clone(),
+                });
+            }
+        }
+        let sole_primary_key = columns.iter().filter(|(_, pk)| *pk > 0).count() == 1
+            && columns
+                .iter()
+                .any(|(name, pk)| *pk > 0 && *name == self.key_column);
+        let unique_index: bool = conn
+            .query_row(
+                "SELECT EXISTS (
+                     SELECT 1 FROM pragma_index_list(?1) AS il
+                     WHERE il.\"unique\" = 1
+                       AND (SELECT count(*) FROM pragma_index_info(il.name)) = 1
+                       AND (SELECT name FROM pragma_index_info(il.name)) = ?2)",
+                [&self.table, &self.key_column],
+                |row| row.get(0),
+            )
+            .map_err(statement("schema check"))?;
+        if !sole_primary_key && !unique_index {
+            return Err(SqliteStoreError::KeyNotUnique {
+                table: self.table.clone(),
+                column: self.key_column.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens the database (creating the file if needed), checks or creates the table, and
+    /// fills the connection pool.
+    ///
+    /// # Errors
+    ///
+    /// [`SqliteStoreError::Open`] if the file cannot be opened; `MissingTable`,
+    /// `MissingColumn` or `KeyNotUnique` if the table does not fit.
+    pub fn open(self) -> Result<SqliteStore<K, V>, SqliteStoreError> {
+        let first = self.connect()?;
+        if self.create {
+            first
+                .execute_batch(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} ({} {} PRIMARY KEY NOT NULL, {} {} NOT NULL)",
+                    quote_identifier(&self.table),
+                    quote_identifier(&self.key_column),
+                    K::SQLITE,
+                    quote_identifier(&self.value_column),
+                    V::SQLITE,
+                ))
+                .map_err(statement("create table"))?;
+        }
+        self.check_schema(&first)?;
+        let mut pool = vec![Mutex::new(first)];
+        for _ in 1..self.connections {
+            pool.push(Mutex::new(self.connect()?));
+        }
+        Ok(SqliteStore {
+            pool,
+            queries: Queries::new(&self.table, &self.key_column, &self.value_column),
+            path: self.path,
+            _types: PhantomData,
+        })
+    }
+}
+
+/// A [`Store`] over one table of an SQLite database file.
+///
+/// Keys and values are any types rusqlite converts (`i64`, `String`, `Vec<u8>`, ...). The
+/// store keeps a small pool of connections in WAL mode, so lookups from several threads run
+/// in parallel. `put` runs `INSERT ... ON CONFLICT DO NOTHING` and, if the key existed,
+/// `UPDATE`, in one immediate transaction, so it reports creates and updates exactly. Scans
+/// page through the key column in order (`WHERE key > ? ORDER BY key LIMIT ?`).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, Written};
+/// use cuckoo_guard::stores::SqliteStore;
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = SqliteStore::<i64, String>::builder(dir.path().join("app.db"))
+///     .create_table_if_missing(true)
+///     .open()?;
+/// let guard = CacheGuard::new(CuckooFilter::with_capacity(10_000), store);
+/// guard.warm_up(1_000, |_| {})?;
+/// assert_eq!(guard.put(&1, &"one".to_string())?, Written::Created);
+/// assert_eq!(guard.get(&1)?.as_deref(), Some("one"));
+/// assert_eq!(guard.get(&2)?, None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct SqliteStore<K = i64, V = String> {
+    pool: Vec<Mutex<Connection>>,
+    queries: Queries,
+    path: PathBuf,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> SqliteStore<K, V>
+where
+    K: ToSql + FromSql + ColumnType,
+    V: ToSql + FromSql + ColumnType,
+{
+    /// A builder for a store in the database file `path` (created if missing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::stores::SqliteStore;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = SqliteStore::<i64, String>::builder(dir.path().join("db"))
+    ///     .create_table_if_missing(true)
+    ///     .open()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(path: impl AsRef<Path>) -> SqliteStoreBuilder<K, V> {
+        SqliteStoreBuilder {
+            path: path.as_ref().to_path_buf(),
+            table: "rows".into(),
+            key_column: "key".into(),
+            value_column: "value".into(),
+            create: false,
+            connections: 4,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<K, V> SqliteStore<K, V> {
+    /// A connection for this thread: its own pool slot if free, else any free one, else wait
+    /// for its own.
+    fn connection(&self) -> MutexGuard<'_, Connection> {
+        let start = thread_slot(self.pool.len());
+        for i in 0..self.pool.len() {
+            let slot = &self.pool[(start + i) % self.pool.len()];
+            match slot.try_lock() {
+                Ok(conn) => return conn,
+                // A panic in another thread mid-call leaves the connection usable: SQLite
+                // rolls back an unfinished transaction when the next one begins.
+                Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        self.pool[start].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The database file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::stores::SqliteStore;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("db");
+    /// let store = SqliteStore::<i64, String>::builder(&path).create_table_if_missing(true).open()?;
+    /// assert_eq!(store.path(), path);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` with a pooled connection, for what the [`Store`] trait does not cover (bulk
+    /// loads, reports). Writing keys this way bypasses any guard in front of the store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::stores::SqliteStore;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = SqliteStore::<i64, String>::builder(dir.path().join("db"))
+    ///     .create_table_if_missing(true)
+    ///     .open()?;
+    /// let rows: i64 = store.with_connection(|c| c.query_row("SELECT count(*) FROM rows", [], |r| r.get(0)))?;
+    /// assert_eq!(rows, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_connection<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        f(&mut self.connection())
+    }
+}
+
+impl<K, V> Store for SqliteStore<K, V>
+where
+    K: ToSql + FromSql + Hash + Clone,
+    V: ToSql + FromSql,
+{
+    type Key = K;
+    type Value = V;
+    type Cursor = K;
+    type Error = SqliteStoreError;
+
+    fn get(&self, key: &K) -> Result<Option<V>, SqliteStoreError> {
+        let conn = self.connection();
+        let mut stmt = conn
+            .prepare_cached(&self.queries.get)
+            .map_err(statement("get"))?;
+        stmt.query_row([key as &dyn ToSql], |row| row.get(0))
+            .optional()
+            .map_err(statement("get"))
+    }
+
+    fn put(&self, key: &K, value: &V) -> Result<Written, SqliteStoreError> {
+        let mut conn = self.connection();
+        // Immediate: take the write lock up front, so the insert-or-update pair is atomic.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(statement("put (begin)"))?;
+        let params: [&dyn ToSql; 2] = [key, value];
+        let inserted = tx
+            .prepare_cached(&self.queries.insert)
+            .and_then(|mut stmt| stmt.execute(params))
+            .map_err(statement("put (insert)"))?;
+        let written = if inserted == 1 {
+            Written::Created
+        } else {
+            tx.prepare_cached(&self.queries.update)
+                .and_then(|mut stmt| stmt.execute(params))
+                .map_err(statement("put (update)"))?;
+            Written::Updated
+        };
+        // Dropping `tx` on an error above rolls the transaction back.
+        tx.commit()
+            .map_err(|source| SqliteStoreError::Commit { source })?;
+        Ok(written)
+    }
+
+    fn delete(&self, key: &K) -> Result<bool, SqliteStoreError> {
+        let conn = self.connection();
+        let mut stmt = conn
+            .prepare_cached(&self.queries.delete)
+            .map_err(statement("delete"))?;
+        let deleted = stmt
+            .execute([key as &dyn ToSql])
+            .map_err(statement("delete"))?;
+        Ok(deleted > 0)
+    }
+
+    fn scan_keys(
+        &self,
+        cursor: Option<&K>,
+        limit: usize,
+    ) -> Result<ScanPage<K, K>, SqliteStoreError> {
+        let limit = limit.clamp(1, i64::MAX as usize);
+        let conn = self.connection();
+        let keys: Vec<K> = match cursor {
+            None => conn
+                .prepare_cached(&self.queries.scan_first)
+                .and_then(|mut stmt| stmt.query_map([limit as i64], |row| row.get(0))?.collect()),
+            Some(after) => conn
+                .prepare_cached(&self.queries.scan_after)
+                .and_then(|mut stmt| {
+                    let params: [&dyn ToSql; 2] = [after, &(limit as i64)];
+                    stmt.query_map(params, |row| row.get(0))?.collect()
+                }),
+        }
+        .map_err(statement("scan"))?;
+        // A full page may be followed by more: the next page starts after its last key.
+        let next = if keys.len() == limit {
+            keys.last().cloned()
+        } else {
+            None
+        };
+        Ok(ScanPage { keys, next })
+    }
+
+    fn write_outcome_unknown(error: &SqliteStoreError) -> bool {
+        // A failed statement rolls its transaction back; only a failed commit is in doubt.
+        matches!(error, SqliteStoreError::Commit { .. })
+    }
+}
+
+impl<K, V> fmt::Debug for SqliteStore<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("connections", &self.pool.len())
+            .finish_non_exhaustive()
+    }
+}

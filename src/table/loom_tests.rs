@@ -1,0 +1,782 @@
+//! Loom models of the table protocol
+//! (`RUSTFLAGS="--cfg cuckoo_loom" cargo test --release --lib loom`).
+//!
+//! Every actor is a spawned loom thread; the main thread only sets up, joins and asserts
+//! (loom can skip interleavings of an actor that runs on the main thread). Each model has a
+//! negative control: the same race run with a test-only broken variant of the step under test,
+//! which loom must catch (`#[should_panic]`). If a control ever passes, loom stopped exploring
+//! the race and the matching model proves nothing. Census checks assert that the interleaving
+//! the protocol exists for (a reader retrying, a hop refused) was reached at least once.
+//!
+//! Tables are tiny (2 or 3 buckets, one stripe per bucket), so every step is a race.
+
+use std::sync::Mutex;
+
+use loom::sync::Arc;
+use loom::thread;
+
+use super::path::Hop;
+use super::*;
+use crate::fingerprint::{alternate_index, lane, Fp16};
+
+type Table = RawTable<Fp16>;
+
+/// Runs `f` on a spawned loom thread with a shared table.
+fn spawn<T: Send + 'static>(
+    table: &Arc<Table>,
+    f: impl FnOnce(&Table) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let table = Arc::clone(table);
+    thread::spawn(move || f(&table))
+}
+
+/// The `n`-th fingerprint (from 1) whose alternate of bucket `from` is `to`, in a table of
+/// `buckets` buckets.
+fn fp_linking(from: usize, to: usize, buckets: usize, n: usize) -> u64 {
+    (1..=0xFFFFu64)
+        .filter(|&fp| alternate_index(from as u64, fp, buckets as u64) == to as u64)
+        .nth(n - 1)
+        .expect("enough fingerprints link the two buckets")
+}
+
+/// A table of two buckets, one stripe each.
+fn two_buckets() -> Arc<Table> {
+    Arc::new(Table::with_stripes(2, 2, 2).unwrap())
+}
+
+/// Records whether any execution of a model reached a state (a census, loom's litmus style).
+#[derive(Clone, Default)]
+struct Census(std::sync::Arc<Mutex<bool>>);
+
+impl Census {
+    fn saw(&self, reached: bool) {
+        if reached {
+            *self.0.lock().unwrap() = true;
+        }
+    }
+    fn assert_seen(&self, what: &str) {
+        assert!(*self.0.lock().unwrap(), "loom never explored: {what}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Broken variants. Each drops exactly one step of the protocol.
+// ---------------------------------------------------------------------------------------
+
+/// A lookup: the real one, or one with a step of [R1]-[R3] broken.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reader {
+    /// `RawTable::contains` itself.
+    Correct,
+    /// No [R3] at all: "absent" without looking at the version.
+    Unvalidated,
+    /// [R3] without its Acquire fence: the version reload may be ordered before the bucket
+    /// loads.
+    NoAcquireFence,
+    /// [R1] with a Relaxed load: a version written after a hop does not make the hop's bucket
+    /// stores visible.
+    RelaxedVersionLoad,
+    /// [I2] validated against the primary bucket's stripe instead of the pair's (the lower
+    /// index's): wrong whenever the primary is the higher of the two buckets.
+    PrimaryStripe,
+}
+
+impl Reader {
+    fn contains(self, t: &Table, p: Probe) -> bool {
+        if self == Reader::Correct {
+            return t.contains(p);
+        }
+        let stripe_index = if self == Reader::PrimaryStripe {
+            t.stripe_of(p.primary)
+        } else {
+            t.version_stripe(p)
+        };
+        let stripe = &t.stripes[stripe_index];
+        let pattern = splat::<Fp16>(p.fp);
+        loop {
+            let first = if self == Reader::RelaxedVersionLoad {
+                Ordering::Relaxed
+            } else {
+                Ordering::Acquire
+            };
+            let before = stripe.load(first);
+            let a = Fp16::load(&t.buckets[p.primary], Ordering::Relaxed);
+            let b = Fp16::load(&t.buckets[p.alternate], Ordering::Relaxed);
+            if has_match::<Fp16>(a, pattern) | has_match::<Fp16>(b, pattern) {
+                return true;
+            }
+            if self == Reader::Unvalidated {
+                return false;
+            }
+            if self != Reader::NoAcquireFence {
+                fence(Ordering::Acquire);
+            }
+            let after = stripe.load(Ordering::Relaxed);
+            if !stripe::is_moving(before) && stripe::version(before) == stripe::version(after) {
+                return false;
+            }
+            spin_loop();
+        }
+    }
+}
+
+/// A hop: the real one, or one whose [W3] version bump is not fenced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mover {
+    /// `RawTable::displace` itself.
+    Correct,
+    /// [W3] without the Release fence after the odd version store: the bucket stores may
+    /// become visible before the version says a hop is in flight.
+    NoReleaseFence,
+}
+
+impl Mover {
+    fn displace(self, t: &Table, hop: Hop) -> bool {
+        if self == Mover::Correct {
+            return t.displace(hop);
+        }
+        let from_stripe = t.stripe_of(hop.from);
+        let to_stripe = t.stripe_of(hop.to);
+        let mut locks = stripe::PairLock::acquire(&t.stripes, from_stripe, to_stripe);
+        let src = Fp16::load(&t.buckets[hop.from], Ordering::Relaxed);
+        let dst = Fp16::load(&t.buckets[hop.to], Ordering::Relaxed);
+        let free = empty_lanes::<Fp16>(dst);
+        assert!(lane::<Fp16>(src, hop.slot) == hop.fp && free != 0);
+        let version_stripe = t.stripe_of(hop.from.min(hop.to));
+        locks.get(version_stripe).begin_move_unfenced();
+        let copied = with_lane::<Fp16>(dst, first_lane::<Fp16>(free), hop.fp);
+        Fp16::store(&t.buckets[hop.to], copied, Ordering::Relaxed);
+        Fp16::store(
+            &t.buckets[hop.from],
+            with_lane::<Fp16>(src, hop.slot, 0),
+            Ordering::Relaxed,
+        );
+        locks.get(version_stripe).end_move();
+        locks.get(from_stripe).remove_fingerprint();
+        locks.get(to_stripe).add_fingerprint();
+        true
+    }
+}
+
+/// A plain (non-hop) insert or remove: the real one, or one whose bucket store is Relaxed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PlainWriter {
+    /// `RawTable::insert` / `RawTable::remove` themselves.
+    Correct,
+    /// Locked, but the bucket store is Relaxed, against [I4].
+    RelaxedStore,
+}
+
+impl PlainWriter {
+    fn insert(self, t: &Table, p: Probe) {
+        if self == PlainWriter::Correct {
+            assert_eq!(t.insert(p, false), Ok(Inserted::Added));
+            return;
+        }
+        let mut locks = t.lock_pair(p.primary, p.alternate);
+        let word = &t.buckets[p.primary];
+        let current = Fp16::load(word, Ordering::Relaxed);
+        let free = empty_lanes::<Fp16>(current);
+        assert!(free != 0);
+        let placed = with_lane::<Fp16>(current, first_lane::<Fp16>(free), p.fp);
+        Fp16::store(word, placed, Ordering::Relaxed);
+        locks.get(t.stripe_of(p.primary)).add_fingerprint();
+    }
+
+    fn remove(self, t: &Table, p: Probe) {
+        if self == PlainWriter::Correct {
+            assert!(t.remove(p));
+            return;
+        }
+        let mut locks = t.lock_pair(p.primary, p.alternate);
+        let word = &t.buckets[p.primary];
+        let current = Fp16::load(word, Ordering::Relaxed);
+        let matches = matching_lanes::<Fp16>(current, p.fp);
+        assert!(matches != 0);
+        let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
+        Fp16::store(word, cleared, Ordering::Relaxed);
+        locks.get(t.stripe_of(p.primary)).remove_fingerprint();
+    }
+}
+
+/// `remove` without [W2]: a read-modify-write of the bucket word without the stripe locks
+/// (pitfall P5).
+fn remove_unlocked(t: &Table, p: Probe) -> bool {
+    for bucket in [p.primary, p.alternate] {
+        let word = &t.buckets[bucket];
+        let current = Fp16::load(word, Ordering::Relaxed);
+        let matches = matching_lanes::<Fp16>(current, p.fp);
+        if matches != 0 {
+            let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
+            Fp16::store(word, cleared, Ordering::Relaxed);
+            return true;
+        }
+    }
+    false
+}
+
+/// A plain insert without [W2]: stores into a free slot without the stripe locks.
+fn insert_unlocked(t: &Table, p: Probe) -> bool {
+    for bucket in [p.primary, p.alternate] {
+        let word = &t.buckets[bucket];
+        let current = Fp16::load(word, Ordering::Relaxed);
+        let free = empty_lanes::<Fp16>(current);
+        if free != 0 {
+            let placed = with_lane::<Fp16>(current, first_lane::<Fp16>(free), p.fp);
+            Fp16::store(word, placed, Ordering::Relaxed);
+            return true;
+        }
+    }
+    false
+}
+
+/// `insert_unique` as check-then-insert: the check is not under the insert's locks.
+fn insert_unique_check_then_act(t: &Table, p: Probe) -> bool {
+    if t.count(p) > 0 {
+        return false;
+    }
+    t.insert(p, false) == Ok(Inserted::Added)
+}
+
+// ---------------------------------------------------------------------------------------
+// [R1]-[R3] against [W3]: a reader racing a displacement between its two buckets.
+// ---------------------------------------------------------------------------------------
+
+/// The reader probes bucket 0 then bucket 1; the hop moves the fingerprint from bucket 1 to
+/// bucket 0, so a reader without validation can load bucket 0 before the copy and bucket 1
+/// after the clear.
+fn reader_races_displacement(reader: Reader, mover: Mover, census: Census) {
+    let t = two_buckets();
+    let fp = fp_linking(1, 0, 2, 1);
+    t.set_slot(1, 0, fp);
+    let probe = t.probe_at(0, fp);
+    assert_eq!((probe.primary, probe.alternate), (0, 1));
+    let hop = Hop {
+        from: 1,
+        slot: 0,
+        fp,
+        to: 0,
+    };
+    let moving = spawn(&t, move |t| mover.displace(t, hop));
+    let reading = spawn(&t, move |t| reader.contains(t, probe));
+    assert!(
+        moving.join().unwrap(),
+        "the hop had a free slot and nothing else moved"
+    );
+    assert!(
+        reading.join().unwrap(),
+        "false negative: the reader missed a moving fingerprint"
+    );
+    census.saw(t.counters().read_retries() > 0);
+}
+
+#[test]
+fn loom_r3_lookup_survives_displacement() {
+    let census = Census::default();
+    let c = census.clone();
+    loom::model(move || reader_races_displacement(Reader::Correct, Mover::Correct, c.clone()));
+    census.assert_seen("a reader retrying after a hop overlapped its bucket loads");
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_r3_negative_control_unvalidated_lookup_misses() {
+    loom::model(|| {
+        reader_races_displacement(Reader::Unvalidated, Mover::Correct, Census::default())
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_r3_negative_control_lookup_without_acquire_fence_misses() {
+    loom::model(|| {
+        reader_races_displacement(Reader::NoAcquireFence, Mover::Correct, Census::default())
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_r1_negative_control_relaxed_version_load_misses() {
+    loom::model(|| {
+        reader_races_displacement(
+            Reader::RelaxedVersionLoad,
+            Mover::Correct,
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_w3_negative_control_hop_without_release_fence_is_missed() {
+    loom::model(|| {
+        reader_races_displacement(Reader::Correct, Mover::NoReleaseFence, Census::default())
+    });
+}
+
+/// The fingerprint moves 1 -> 0 and back 0 -> 1 while the reader reads: the bucket contents
+/// return to what they were (an ABA), but the version has moved on by two hops.
+#[test]
+fn loom_r3_lookup_survives_a_move_and_its_return() {
+    loom::model(|| {
+        let t = two_buckets();
+        let fp = fp_linking(1, 0, 2, 1);
+        t.set_slot(1, 0, fp);
+        let probe = t.probe_at(0, fp);
+        let mover = spawn(&t, move |t| {
+            assert!(t.displace(Hop {
+                from: 1,
+                slot: 0,
+                fp,
+                to: 0
+            }));
+            assert!(t.displace(Hop {
+                from: 0,
+                slot: 0,
+                fp,
+                to: 1
+            }));
+        });
+        let reader = spawn(&t, move |t| t.contains(probe));
+        mover.join().unwrap();
+        assert!(
+            reader.join().unwrap(),
+            "false negative across a move and its return"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// [W2]/[W3]: a remove racing a displacement (pitfall P5).
+// ---------------------------------------------------------------------------------------
+
+/// Keys A and B share fingerprint and buckets. A's copy moves from bucket 1 to bucket 0, where
+/// B's copy is; B is removed at the same time. Exactly A's copy must remain.
+fn remove_races_displacement(locked: bool) {
+    let t = two_buckets();
+    let fp = fp_linking(1, 0, 2, 1);
+    t.set_slot(1, 0, fp); // key A
+    t.set_slot(0, 0, fp); // key B
+    let probe = t.probe_at(0, fp);
+    let mover = spawn(&t, move |t| {
+        t.displace(Hop {
+            from: 1,
+            slot: 0,
+            fp,
+            to: 0,
+        })
+    });
+    let remover = spawn(&t, move |t| {
+        if locked {
+            t.remove(probe)
+        } else {
+            remove_unlocked(t, probe)
+        }
+    });
+    mover.join().unwrap();
+    assert!(remover.join().unwrap(), "B's copy was there to remove");
+    assert_eq!(
+        t.count(probe),
+        1,
+        "lost or duplicated fingerprint: exactly A's copy must remain"
+    );
+    assert!(t.contains(probe), "false negative for A");
+}
+
+#[test]
+fn loom_w2_remove_racing_displacement_keeps_the_other_copy() {
+    loom::model(|| remove_races_displacement(true));
+}
+
+#[test]
+#[should_panic(expected = "lost or duplicated fingerprint")]
+fn loom_w2_negative_control_unlocked_remove_loses_a_copy() {
+    loom::model(|| remove_races_displacement(false));
+}
+
+// ---------------------------------------------------------------------------------------
+// [W2]/[W3]: an insert racing a displacement into the same free slot.
+// ---------------------------------------------------------------------------------------
+
+/// Bucket 0 has one free slot; a hop moves F there from bucket 1 while an insert of H (whose
+/// buckets are 0 and 1) wants it too. Neither fingerprint may be lost.
+fn insert_races_displacement(locked: bool, census: Census) {
+    let t = two_buckets();
+    let f = fp_linking(1, 0, 2, 1);
+    let h = fp_linking(0, 1, 2, 2);
+    let filler = fp_linking(0, 1, 2, 3);
+    for slot in 0..3 {
+        t.set_slot(0, slot, filler);
+    }
+    t.set_slot(1, 0, f);
+    let insert_probe = t.probe_at(0, h);
+    let mover = spawn(&t, move |t| {
+        t.displace(Hop {
+            from: 1,
+            slot: 0,
+            fp: f,
+            to: 0,
+        })
+    });
+    let inserter = spawn(&t, move |t| {
+        if locked {
+            t.insert(insert_probe, false) == Ok(Inserted::Added)
+        } else {
+            insert_unlocked(t, insert_probe)
+        }
+    });
+    let moved = mover.join().unwrap();
+    assert!(inserter.join().unwrap(), "bucket 1 always has room for H");
+    assert_eq!(t.count(t.probe_at(1, f)), 1, "lost fingerprint: F");
+    assert_eq!(t.count(insert_probe), 1, "lost fingerprint: H");
+    census.saw(!moved);
+}
+
+#[test]
+fn loom_w3_insert_racing_displacement_loses_nothing() {
+    let census = Census::default();
+    let c = census.clone();
+    loom::model(move || insert_races_displacement(true, c.clone()));
+    census.assert_seen("a hop refused because an insert took its free slot first");
+}
+
+#[test]
+#[should_panic(expected = "lost fingerprint")]
+fn loom_w3_negative_control_unlocked_insert_loses_a_fingerprint() {
+    loom::model(|| insert_races_displacement(false, Census::default()));
+}
+
+// ---------------------------------------------------------------------------------------
+// [W1]/[W2]: two writers on overlapping buckets.
+// ---------------------------------------------------------------------------------------
+
+fn two_inserts_into_one_bucket(locked: bool) {
+    let t = two_buckets();
+    let a = t.probe_at(0, fp_linking(0, 1, 2, 1));
+    let b = t.probe_at(0, fp_linking(0, 0, 2, 1));
+    assert_ne!(
+        a.alternate, b.alternate,
+        "the pairs overlap in bucket 0 only"
+    );
+    let insert = move |t: &Table, p: Probe| {
+        if locked {
+            t.insert(p, false) == Ok(Inserted::Added)
+        } else {
+            insert_unlocked(t, p)
+        }
+    };
+    let first = spawn(&t, move |t| insert(t, a));
+    let second = spawn(&t, move |t| insert(t, b));
+    assert!(first.join().unwrap() && second.join().unwrap());
+    assert_eq!(t.count(a), 1, "lost fingerprint: a");
+    assert_eq!(t.count(b), 1, "lost fingerprint: b");
+    if locked {
+        assert_eq!(t.len(), 2, "stripe counts must match the buckets");
+    }
+}
+
+#[test]
+fn loom_w1_two_writers_on_overlapping_buckets_lose_nothing() {
+    loom::model(|| two_inserts_into_one_bucket(true));
+}
+
+#[test]
+#[should_panic(expected = "lost fingerprint")]
+fn loom_w1_negative_control_unlocked_writers_lose_a_fingerprint() {
+    loom::model(|| two_inserts_into_one_bucket(false));
+}
+
+// ---------------------------------------------------------------------------------------
+// insert_unique: check and insert under the same locks.
+// ---------------------------------------------------------------------------------------
+
+fn two_unique_inserts_of_one_key(atomic: bool) {
+    let t = two_buckets();
+    let p = t.probe_at(0, fp_linking(0, 1, 2, 1));
+    let insert = move |t: &Table| {
+        if atomic {
+            t.insert(p, true) == Ok(Inserted::Added)
+        } else {
+            insert_unique_check_then_act(t, p)
+        }
+    };
+    let first = spawn(&t, insert);
+    let second = spawn(&t, insert);
+    let added = [first.join().unwrap(), second.join().unwrap()];
+    assert_eq!(t.count(p), 1, "insert_unique stored a duplicate");
+    assert_eq!(
+        added.iter().filter(|&&a| a).count(),
+        1,
+        "exactly one call adds"
+    );
+}
+
+#[test]
+fn loom_insert_unique_adds_one_copy() {
+    loom::model(|| two_unique_inserts_of_one_key(true));
+}
+
+#[test]
+#[should_panic(expected = "insert_unique stored a duplicate")]
+fn loom_insert_unique_negative_control_check_then_act_duplicates() {
+    loom::model(|| two_unique_inserts_of_one_key(false));
+}
+
+// ---------------------------------------------------------------------------------------
+// The whole insert: search, execute, place, racing a reader of the fingerprint it displaces.
+// ---------------------------------------------------------------------------------------
+
+/// Three buckets. The new key H has buckets 0 and 1, both full. Key K sits in bucket 0 and its
+/// other bucket is 2, which is empty: the insert must search, move K from 0 to 2, and take the
+/// freed slot, while a reader looks K up.
+fn insert_with_displacement_races_reader(validated: bool) {
+    let t = Arc::new(Table::with_stripes(3, 4, 2).unwrap());
+    let k = fp_linking(0, 2, 3, 1);
+    let to1 = fp_linking(0, 1, 3, 1);
+    let to0 = fp_linking(1, 0, 3, 1);
+    let h = fp_linking(0, 1, 3, 2);
+    t.set_slot(0, 0, to1);
+    t.set_slot(0, 1, to1);
+    t.set_slot(0, 2, to1);
+    t.set_slot(0, 3, k);
+    for slot in 0..4 {
+        t.set_slot(1, slot, to0);
+    }
+    let new_key = t.probe_at(0, h);
+    let k_probe = t.probe_at(0, k);
+    assert_eq!(k_probe.alternate, 2);
+    let inserter = spawn(&t, move |t| t.insert(new_key, false));
+    let reader = spawn(&t, move |t| {
+        if validated {
+            t.contains(k_probe)
+        } else {
+            // Bucket 2 first, then bucket 0: loads 2 before the copy and 0 after the clear.
+            Reader::Unvalidated.contains(t, t.probe_at(2, k))
+        }
+    });
+    assert_eq!(inserter.join().unwrap(), Ok(Inserted::Added));
+    assert!(
+        reader.join().unwrap(),
+        "false negative during an insert's displacement"
+    );
+    assert_eq!(t.count(k_probe), 1);
+    assert_eq!(t.count(new_key), 1);
+    assert_eq!(t.len(), 9);
+}
+
+#[test]
+fn loom_insert_with_displacement_keeps_the_displaced_key_visible() {
+    loom::model(|| insert_with_displacement_races_reader(true));
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_insert_with_displacement_negative_control_unvalidated_reader() {
+    loom::model(|| insert_with_displacement_races_reader(false));
+}
+
+// ---------------------------------------------------------------------------------------
+// [I4]: a plain insert or remove in a bucket a hop just left, racing a reader of the hop.
+// ---------------------------------------------------------------------------------------
+
+/// The hop moves f from bucket 1 to bucket 0; then another writer, locking only bucket 1's
+/// stripe (its key's pair is {1, 1}), inserts or removes g there. The reader loads bucket 0
+/// before the copy and bucket 1 after the plain write: only a Release plain store lets its
+/// Acquire fence see the hop's odd version through the writer's lock (write-read causality).
+fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter) {
+    let t = two_buckets();
+    let f = fp_linking(1, 0, 2, 1);
+    let g = fp_linking(1, 1, 2, 1);
+    t.set_slot(1, 0, f);
+    if remove {
+        t.set_slot(1, 1, g);
+    }
+    let g_probe = t.probe_at(1, g);
+    assert_eq!(g_probe.alternate, 1, "g's pair is bucket 1 alone");
+    let probe = t.probe_at(0, f);
+    let hop = Hop {
+        from: 1,
+        slot: 0,
+        fp: f,
+        to: 0,
+    };
+    let moving = spawn(&t, move |t| t.displace(hop));
+    let writing = spawn(&t, move |t| {
+        if remove {
+            writer.remove(t, g_probe);
+        } else {
+            writer.insert(t, g_probe);
+        }
+    });
+    let reading = spawn(&t, move |t| t.contains(probe));
+    assert!(moving.join().unwrap());
+    writing.join().unwrap();
+    assert!(
+        reading.join().unwrap(),
+        "false negative: a plain write hid the hop"
+    );
+}
+
+#[test]
+fn loom_i4_lookup_survives_a_hop_then_a_plain_insert_into_the_source() {
+    loom::model(|| reader_races_hop_then_plain_write(false, PlainWriter::Correct));
+}
+
+#[test]
+fn loom_i4_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
+    loom::model(|| reader_races_hop_then_plain_write(true, PlainWriter::Correct));
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_i4_negative_control_relaxed_plain_store_hides_a_hop() {
+    loom::model(|| reader_races_hop_then_plain_write(false, PlainWriter::RelaxedStore));
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_i4_negative_control_relaxed_plain_remove_hides_a_hop() {
+    loom::model(|| reader_races_hop_then_plain_write(true, PlainWriter::RelaxedStore));
+}
+
+// ---------------------------------------------------------------------------------------
+// [I2]: the version stripe is the pair's (the lower index), whichever bucket is primary.
+// ---------------------------------------------------------------------------------------
+
+/// The reader's primary bucket is 1, its alternate 0; the hop moves f from 0 to 1. Bucket 0
+/// and bucket 1 have different stripes, so validating against the primary's stripe (1)
+/// misses the hop, which bumps stripe 0.
+fn reader_with_primary_above_alternate(reader: Reader) {
+    let t = two_buckets();
+    let f = fp_linking(1, 0, 2, 1);
+    t.set_slot(0, 0, f);
+    let probe = t.probe_at(1, f);
+    assert_eq!((probe.primary, probe.alternate), (1, 0));
+    let hop = Hop {
+        from: 0,
+        slot: 0,
+        fp: f,
+        to: 1,
+    };
+    let moving = spawn(&t, move |t| t.displace(hop));
+    let reading = spawn(&t, move |t| reader.contains(t, probe));
+    assert!(moving.join().unwrap());
+    assert!(
+        reading.join().unwrap(),
+        "false negative: primary above alternate"
+    );
+}
+
+#[test]
+fn loom_i2_lookup_validates_the_pair_stripe_whichever_bucket_is_primary() {
+    loom::model(|| reader_with_primary_above_alternate(Reader::Correct));
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_i2_negative_control_primary_stripe_misses_the_hop() {
+    loom::model(|| reader_with_primary_above_alternate(Reader::PrimaryStripe));
+}
+
+/// Both buckets share one stripe (one stripe for the table): the hop locks it once, and the
+/// reader validates against it.
+#[test]
+fn loom_w1_lookup_survives_displacement_within_one_stripe() {
+    loom::model(|| {
+        let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
+        let f = fp_linking(1, 0, 2, 1);
+        t.set_slot(1, 0, f);
+        let probe = t.probe_at(0, f);
+        let hop = Hop {
+            from: 1,
+            slot: 0,
+            fp: f,
+            to: 0,
+        };
+        let moving = spawn(&t, move |t| t.displace(hop));
+        let reading = spawn(&t, move |t| t.contains(probe));
+        assert!(moving.join().unwrap());
+        assert!(
+            reading.join().unwrap(),
+            "false negative with a shared stripe"
+        );
+        assert_eq!(t.len(), 1);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// count: validated like a lookup, so a moving copy counts exactly once.
+// ---------------------------------------------------------------------------------------
+
+fn count_races_displacement(validated: bool) {
+    let t = two_buckets();
+    let f = fp_linking(1, 0, 2, 1);
+    t.set_slot(1, 0, f);
+    let probe = t.probe_at(0, f);
+    let hop = Hop {
+        from: 1,
+        slot: 0,
+        fp: f,
+        to: 0,
+    };
+    let moving = spawn(&t, move |t| t.displace(hop));
+    let counting = spawn(&t, move |t| {
+        if validated {
+            t.count(probe)
+        } else {
+            t.count_unlocked(probe)
+        }
+    });
+    assert!(moving.join().unwrap());
+    assert_eq!(
+        counting.join().unwrap(),
+        1,
+        "count saw the moving copy 0 or 2 times"
+    );
+}
+
+#[test]
+fn loom_r3_count_sees_a_moving_copy_once() {
+    loom::model(|| count_races_displacement(true));
+}
+
+#[test]
+#[should_panic(expected = "count saw the moving copy")]
+fn loom_r3_negative_control_unvalidated_count_miscounts() {
+    loom::model(|| count_races_displacement(false));
+}
+
+// ---------------------------------------------------------------------------------------
+// clear: under every stripe, racing a hop.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn loom_w1_clear_racing_a_hop_leaves_an_empty_consistent_table() {
+    let census = Census::default();
+    let c = census.clone();
+    loom::model(move || {
+        let t = two_buckets();
+        let f = fp_linking(1, 0, 2, 1);
+        t.set_slot(1, 0, f);
+        let hop = Hop {
+            from: 1,
+            slot: 0,
+            fp: f,
+            to: 0,
+        };
+        let moving = spawn(&t, move |t| t.displace(hop));
+        let clearing = spawn(&t, |t| t.clear());
+        let moved = moving.join().unwrap();
+        clearing.join().unwrap();
+        // Before the clear, the hop's copy is cleared with the rest; after it, the hop finds
+        // its fingerprint gone and is refused. Either way nothing survives and counts agree.
+        assert_eq!(
+            t.count(t.probe_at(0, f)),
+            0,
+            "a hop resurrected a cleared fingerprint"
+        );
+        assert_eq!(t.len(), 0, "stripe counts disagree with the buckets");
+        c.saw(!moved);
+    });
+    census.assert_seen("a hop refused because the clear ran first");
+}

@@ -1,0 +1,399 @@
+//! The raw table: bucket words, stripe words, and the filter operations on precomputed probes.
+//!
+//! The synchronization protocol (tags \[W1\]..\[W4\], \[R1\]..\[R3\], \[I1\]..\[I4\]) is
+//! documented in [`stripe`], which implements its lock and version steps; this module and
+//! [`path`] apply it. Readers take no lock and store nothing on the lookup path. Every bucket
+//! store happens under the lock of the bucket's stripe.
+
+mod path;
+mod stripe;
+
+use std::marker::PhantomData;
+
+use crate::fingerprint::{
+    alternate_index, empty_lanes, fingerprint, first_lane, has_match, matching_lanes,
+    primary_index, splat, with_lane, Layout,
+};
+use crate::stats::Counters;
+use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
+
+use self::stripe::{PairLock, StripeLock};
+
+/// The most stripes a table has: 4096 words, 32 KiB, small enough to stay in L1/L2 for
+/// readers, many enough that two writers rarely share one.
+pub(crate) const MAX_STRIPES: usize = 4096;
+
+/// Attempts a lookup makes before it answers "present" rather than wait for a writer that
+/// keeps displacing in its bucket pair (pitfall L1).
+#[cfg(not(cuckoo_loom))]
+const READ_ATTEMPTS: usize = 64;
+#[cfg(cuckoo_loom)]
+const READ_ATTEMPTS: usize = 4;
+
+/// Path searches an insert makes when other writers keep invalidating its path (pitfall L2).
+#[cfg(not(cuckoo_loom))]
+const INSERT_ATTEMPTS: usize = 32;
+#[cfg(cuckoo_loom)]
+const INSERT_ATTEMPTS: usize = 3;
+
+/// Where one key's fingerprint may live: the key's primary and alternate buckets and its
+/// fingerprint. Computed once per key from its hash.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Probe {
+    pub(crate) primary: usize,
+    pub(crate) alternate: usize,
+    pub(crate) fp: u64,
+}
+
+/// What a successful insert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inserted {
+    /// A copy of the fingerprint was stored.
+    Added,
+    /// `insert_unique` found the fingerprint already present and stored nothing.
+    AlreadyPresent,
+}
+
+/// Why an insert stored nothing. The table is unchanged (hops already made only moved other
+/// fingerprints within their own bucket pairs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InsertFailure {
+    /// No cuckoo path within the length bound ends at a free slot.
+    Full,
+    /// Other writers invalidated every path found, `INSERT_ATTEMPTS` times.
+    Contended,
+}
+
+/// A cuckoo filter table of one fingerprint layout.
+#[derive(Debug)]
+pub(crate) struct RawTable<L: Layout> {
+    buckets: Box<[L::Word]>,
+    stripes: Box<[AtomicU64]>,
+    num_buckets: u64,
+    stripe_mask: usize,
+    max_path_len: usize,
+    counters: Counters,
+    _layout: PhantomData<L>,
+}
+
+impl<L: Layout> RawTable<L> {
+    /// A table of `num_buckets` empty buckets (`1..=2^32`), with as many stripes as buckets
+    /// rounded up to a power of two, at most [`MAX_STRIPES`].
+    ///
+    /// Returns `None` if the bucket array cannot be allocated.
+    pub(crate) fn new(num_buckets: usize, max_path_len: usize) -> Option<Self> {
+        let stripes = num_buckets.next_power_of_two().min(MAX_STRIPES);
+        Self::with_stripes(num_buckets, stripes, max_path_len)
+    }
+
+    /// A table with an explicit (power-of-two) stripe count, for tests of stripe sharing.
+    pub(crate) fn with_stripes(
+        num_buckets: usize,
+        stripes: usize,
+        max_path_len: usize,
+    ) -> Option<Self> {
+        assert!(num_buckets >= 1 && num_buckets as u64 <= 1u64 << 32);
+        assert!(stripes.is_power_of_two());
+        assert!((1..=crate::stats::MAX_PATH_LEN).contains(&max_path_len));
+        let mut buckets = Vec::new();
+        buckets.try_reserve_exact(num_buckets).ok()?;
+        buckets.extend((0..num_buckets).map(|_| L::new_word()));
+        Some(RawTable {
+            buckets: buckets.into_boxed_slice(),
+            stripes: (0..stripes).map(|_| AtomicU64::new(0)).collect(),
+            num_buckets: num_buckets as u64,
+            stripe_mask: stripes - 1,
+            max_path_len,
+            counters: Counters::new(),
+            _layout: PhantomData,
+        })
+    }
+
+    /// The probe of a key from its 64-bit hash.
+    #[inline(always)]
+    pub(crate) fn probe(&self, hash: u64) -> Probe {
+        let fp = fingerprint::<L>(hash);
+        let primary = primary_index(hash, self.num_buckets);
+        self.probe_at(primary as usize, fp)
+    }
+
+    /// The probe of fingerprint `fp` whose primary bucket is `primary`.
+    #[inline(always)]
+    pub(crate) fn probe_at(&self, primary: usize, fp: u64) -> Probe {
+        let alternate = alternate_index(primary as u64, fp, self.num_buckets) as usize;
+        Probe {
+            primary,
+            alternate,
+            fp,
+        }
+    }
+
+    #[inline(always)]
+    fn stripe_of(&self, bucket: usize) -> usize {
+        bucket & self.stripe_mask
+    }
+
+    /// The version stripe of a probe's bucket pair \[I2\].
+    #[inline(always)]
+    fn version_stripe(&self, p: Probe) -> usize {
+        self.stripe_of(p.primary.min(p.alternate))
+    }
+
+    #[inline]
+    fn lock_pair(&self, a: usize, b: usize) -> PairLock<'_> {
+        PairLock::acquire(&self.stripes, self.stripe_of(a), self.stripe_of(b))
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.buckets.len() * crate::fingerprint::SLOTS
+    }
+
+    pub(crate) fn max_path_len(&self) -> usize {
+        self.max_path_len
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Heap bytes: bucket words, stripe words and counters.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.buckets)
+            + std::mem::size_of_val(&*self.stripes)
+            + self.counters.heap_bytes()
+    }
+
+    /// Fingerprints stored: the sum of the stripe counts \[I3\].
+    pub(crate) fn len(&self) -> usize {
+        self.stripes
+            .iter()
+            // ORDERING: Relaxed; a size statistic, publishes nothing. Exact when no writer
+            // runs; under concurrency each stripe's count is exact at its own load.
+            .map(|s| stripe::count(s.load(Ordering::Relaxed)) as usize)
+            .sum()
+    }
+
+    /// Whether the key of probe `p` may be present: \[R1\] to \[R3\]. Takes no lock and stores
+    /// nothing, except a statistics counter on the rare retry path.
+    #[inline]
+    pub(crate) fn contains(&self, p: Probe) -> bool {
+        let stripe_index = self.version_stripe(p);
+        let stripe = &self.stripes[stripe_index];
+        let primary = &self.buckets[p.primary];
+        let alternate = &self.buckets[p.alternate];
+        let pattern = splat::<L>(p.fp);
+        for _ in 0..READ_ATTEMPTS {
+            // ORDERING: Acquire; [R1] pairs with the Release unlock [W4] that ends a hop, so a
+            // version read after a hop shows its bucket stores too.
+            let before = stripe.load(Ordering::Acquire);
+            // ORDERING: Relaxed; [R2] validated by [R3] when they find nothing.
+            let a = L::load(primary, Ordering::Relaxed);
+            // ORDERING: Relaxed; [R2] as above.
+            let b = L::load(alternate, Ordering::Relaxed);
+            if has_match::<L>(a, pattern) | has_match::<L>(b, pattern) {
+                return true;
+            }
+            // ORDERING: Acquire fence; [R3] pairs with the Release fence of [W3]: if a bucket
+            // load above saw a hop's clear, the reload below sees the hop's odd version.
+            fence(Ordering::Acquire);
+            // ORDERING: Relaxed; [R3] ordered after the bucket loads by the fence above.
+            let after = stripe.load(Ordering::Relaxed);
+            if !stripe::is_moving(before) && stripe::version(before) == stripe::version(after) {
+                return false;
+            }
+            self.retry_read(stripe_index);
+        }
+        self.counters.read_fallback(stripe_index);
+        true
+    }
+
+    #[cold]
+    fn retry_read(&self, stripe_index: usize) {
+        self.counters.read_retry(stripe_index);
+        spin_loop();
+    }
+
+    /// Starts loading the bucket lines of `p`, ahead of a [`contains`](Self::contains).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, p: Probe) {
+        prefetch(&self.buckets[p.primary]);
+        prefetch(&self.buckets[p.alternate]);
+    }
+
+    /// The number of copies of `p`'s fingerprint in its two buckets.
+    ///
+    /// Optimistic like `contains`, but every answer is validated (a hop could make a copy
+    /// count twice or not at all); after `READ_ATTEMPTS` it counts under the pair's locks.
+    pub(crate) fn count(&self, p: Probe) -> usize {
+        let stripe_index = self.version_stripe(p);
+        let stripe = &self.stripes[stripe_index];
+        for _ in 0..READ_ATTEMPTS {
+            // ORDERING: Acquire; [R1] as in `contains`.
+            let before = stripe.load(Ordering::Acquire);
+            if !stripe::is_moving(before) {
+                let n = self.count_unlocked(p);
+                // ORDERING: Acquire fence; [R3] as in `contains`.
+                fence(Ordering::Acquire);
+                // ORDERING: Relaxed; [R3] as in `contains`.
+                let after = stripe.load(Ordering::Relaxed);
+                if stripe::version(before) == stripe::version(after) {
+                    return n;
+                }
+            }
+            self.retry_read(stripe_index);
+        }
+        let _locks = self.lock_pair(p.primary, p.alternate);
+        self.count_unlocked(p)
+    }
+
+    /// Copies of `p`'s fingerprint in its buckets, read without validation: exact only under
+    /// the pair's locks or inside a validated read.
+    #[inline]
+    fn count_unlocked(&self, p: Probe) -> usize {
+        // ORDERING: Relaxed; validated by the caller ([R3]) or under the pair's locks ([W1]).
+        let a = L::load(&self.buckets[p.primary], Ordering::Relaxed);
+        let mut n = matching_lanes::<L>(a, p.fp).count_ones() as usize;
+        if p.alternate != p.primary {
+            // ORDERING: Relaxed; as above.
+            let b = L::load(&self.buckets[p.alternate], Ordering::Relaxed);
+            n += matching_lanes::<L>(b, p.fp).count_ones() as usize;
+        }
+        n
+    }
+
+    /// Stores `fp` in a free slot of `bucket`, whose stripe `locks` holds \[W2\].
+    #[inline]
+    fn place_locked(&self, locks: &mut PairLock<'_>, bucket: usize, fp: u64) -> bool {
+        let word = &self.buckets[bucket];
+        // ORDERING: Relaxed; under the bucket's stripe lock, whose Acquire [W1] made the last
+        // holder's stores visible.
+        let current = L::load(word, Ordering::Relaxed);
+        let free = empty_lanes::<L>(current);
+        if free == 0 {
+            return false;
+        }
+        // ORDERING: Release; [W2] a reader whose bucket load reads this store must also see
+        // any hop that came before it in this bucket [I4]. A plain insert needs no version bump.
+        L::store(
+            word,
+            with_lane::<L>(current, first_lane::<L>(free), fp),
+            Ordering::Release,
+        );
+        locks.get(self.stripe_of(bucket)).add_fingerprint();
+        true
+    }
+
+    /// Adds one copy of `p`'s fingerprint (or, if `unique`, only when none is present).
+    ///
+    /// A free slot in either bucket is used first; otherwise a breadth-first search finds a
+    /// cuckoo path and it is executed backwards, hop by hop, then placement is tried again. On
+    /// failure nothing was stored.
+    pub(crate) fn insert(&self, p: Probe, unique: bool) -> Result<Inserted, InsertFailure> {
+        let stats_stripe = self.stripe_of(p.primary);
+        let mut displacements = 0;
+        for _ in 0..INSERT_ATTEMPTS {
+            {
+                let mut locks = self.lock_pair(p.primary, p.alternate);
+                // Under both locks no hop of this pair is in flight, so the count is exact.
+                if unique && self.count_unlocked(p) > 0 {
+                    return Ok(Inserted::AlreadyPresent);
+                }
+                if self.place_locked(&mut locks, p.primary, p.fp)
+                    || (p.alternate != p.primary
+                        && self.place_locked(&mut locks, p.alternate, p.fp))
+                {
+                    self.counters.inserted(stats_stripe, displacements);
+                    return Ok(Inserted::Added);
+                }
+            }
+            let Some(path) = self.search_path(p) else {
+                self.counters.failed_full(stats_stripe);
+                return Err(InsertFailure::Full);
+            };
+            let (hops, complete) = self.execute_path(&path);
+            displacements += hops;
+            self.counters.displaced(stats_stripe, hops);
+            if !complete {
+                self.counters.path_retry(stats_stripe);
+            }
+        }
+        self.counters.failed_contended(stats_stripe);
+        Err(InsertFailure::Contended)
+    }
+
+    /// Removes one copy of `p`'s fingerprint, under the pair's locks (pitfall P5).
+    pub(crate) fn remove(&self, p: Probe) -> bool {
+        let mut locks = self.lock_pair(p.primary, p.alternate);
+        let buckets = if p.alternate == p.primary {
+            &[p.primary][..]
+        } else {
+            &[p.primary, p.alternate][..]
+        };
+        for &bucket in buckets {
+            let word = &self.buckets[bucket];
+            // ORDERING: Relaxed; under the stripe lock [W1].
+            let current = L::load(word, Ordering::Relaxed);
+            let matches = matching_lanes::<L>(current, p.fp);
+            if matches != 0 {
+                // ORDERING: Release; [W2] as in `place_locked` [I4]; no version bump.
+                L::store(
+                    word,
+                    with_lane::<L>(current, first_lane::<L>(matches), 0),
+                    Ordering::Release,
+                );
+                locks.get(self.stripe_of(bucket)).remove_fingerprint();
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Empties the table under every stripe lock, taken in ascending order \[W1\].
+    pub(crate) fn clear(&self) {
+        let mut locks: Vec<StripeLock<'_>> = self.stripes.iter().map(StripeLock::acquire).collect();
+        for word in self.buckets.iter() {
+            // ORDERING: Release; [W2] as in `place_locked` [I4]: every stripe is held.
+            L::store(word, 0, Ordering::Release);
+        }
+        for lock in &mut locks {
+            lock.reset_count();
+        }
+    }
+
+    /// Every stored fingerprint as `(bucket, word)` pairs of non-empty buckets; for tests that
+    /// compare whole tables.
+    #[cfg(all(test, not(cuckoo_loom)))]
+    pub(crate) fn words(&self) -> Vec<(usize, u64)> {
+        self.buckets
+            .iter()
+            .enumerate()
+            // ORDERING: Relaxed; tests call this with no writer running.
+            .map(|(i, w)| (i, L::load(w, Ordering::Relaxed)))
+            .filter(|&(_, w)| w != 0)
+            .collect()
+    }
+
+    /// Stores `fp` in `slot` of `bucket` directly, counting it: setup for tests.
+    #[cfg(test)]
+    pub(crate) fn set_slot(&self, bucket: usize, slot: usize, fp: u64) {
+        let mut locks = self.lock_pair(bucket, bucket);
+        let word = &self.buckets[bucket];
+        // ORDERING: Relaxed; under the stripe lock.
+        let current = L::load(word, Ordering::Relaxed);
+        let old = crate::fingerprint::lane::<L>(current, slot);
+        L::store(word, with_lane::<L>(current, slot, fp), Ordering::Relaxed);
+        let lock = locks.get(self.stripe_of(bucket));
+        if old != 0 {
+            lock.remove_fingerprint();
+        }
+        if fp != 0 {
+            lock.add_fingerprint();
+        }
+    }
+}
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod tests;
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_tests;

@@ -1,0 +1,328 @@
+//! Cuckoo paths: a breadth-first search that reads the table without changing it, and an
+//! execution that moves the free slot backwards along the path, one re-validated hop at a time.
+//!
+//! The search follows libcuckoo: starting from both buckets of the new key, it expands a
+//! bucket by queueing the alternate bucket of each of its fingerprints, and stops at the first
+//! bucket with a free slot, so the path found is a shortest one. A path of `max_path_len`
+//! buckets displaces at most `max_path_len - 1` fingerprints.
+//!
+//! Execution starts at the free end (pitfall P2): the last fingerprint on the path moves into
+//! the free slot, which frees its old slot for the fingerprint before it, and so on, until a
+//! slot in the new key's own bucket is free. Each hop is one \[W3\] step of the protocol in
+//! [`stripe`](super::stripe): it locks the stripes of its two buckets, checks that the
+//! fingerprint is still where the search saw it and that the destination still has a free
+//! slot, copies, then clears. If another writer changed either bucket since the search, the
+//! hop is refused and the insert searches again; hops already made stay valid, since each only
+//! moved a fingerprint to the other bucket of its own pair.
+
+use super::stripe::PairLock;
+use super::{Probe, RawTable};
+use crate::fingerprint::{
+    alternate_index, empty_lanes, first_lane, lane, with_lane, Layout, SLOTS,
+};
+use crate::stats::MAX_PATH_LEN;
+use crate::sync::Ordering;
+
+/// One displacement: the fingerprint `fp` in `slot` of bucket `from` moves to a free slot of
+/// bucket `to`, the other bucket of its pair.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Hop {
+    pub(crate) from: usize,
+    pub(crate) slot: usize,
+    pub(crate) fp: u64,
+    pub(crate) to: usize,
+}
+
+/// A cuckoo path, stored in execution order: `hops[0]` moves into the free slot, the last hop
+/// frees a slot in one of the new key's buckets. Empty if such a slot is already free.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Path {
+    hops: [Hop; MAX_PATH_LEN - 1],
+    len: usize,
+}
+
+impl Path {
+    pub(crate) fn hops(&self) -> &[Hop] {
+        &self.hops[..self.len]
+    }
+}
+
+/// A search node: a bucket reached from `parent` by moving the fingerprint `fp` out of slot
+/// `slot` of the parent's bucket.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    bucket: u32,
+    fp: u16,
+    parent: u16,
+    slot: u8,
+    depth: u8,
+}
+
+/// The most nodes a search of paths up to `len` buckets can queue: two roots, each with up
+/// to `SLOTS` children per level.
+fn queue_bound(len: usize) -> usize {
+    2 * (0..len).map(|d| SLOTS.pow(d as u32)).sum::<usize>()
+}
+
+impl<L: Layout> RawTable<L> {
+    /// Searches for the shortest cuckoo path from `p`'s buckets to a free slot.
+    ///
+    /// Reads bucket words without locks and stores nothing; the path is only a proposal,
+    /// re-validated hop by hop by [`execute_path`](Self::execute_path). `None` means no bucket
+    /// within `max_path_len` has a free slot.
+    pub(crate) fn search_path(&self, p: Probe) -> Option<Path> {
+        debug_assert!(queue_bound(MAX_PATH_LEN) <= usize::from(u16::MAX));
+        let mut queue: Vec<Node> = Vec::with_capacity(queue_bound(self.max_path_len).min(256));
+        let root = |bucket: usize| Node {
+            bucket: bucket as u32,
+            fp: 0,
+            parent: 0,
+            slot: 0,
+            depth: 0,
+        };
+        queue.push(root(p.primary));
+        if p.alternate != p.primary {
+            queue.push(root(p.alternate));
+        }
+        let mut head = 0;
+        while head < queue.len() {
+            let node = queue[head];
+            let bucket = node.bucket as usize;
+            // ORDERING: Relaxed; the search only proposes, each hop re-validates under its
+            // stripe locks [W3].
+            let word = L::load(&self.buckets[bucket], Ordering::Relaxed);
+            if empty_lanes::<L>(word) != 0 {
+                return Some(Self::trace(&queue, head));
+            }
+            if usize::from(node.depth) + 1 < self.max_path_len {
+                for slot in 0..SLOTS {
+                    let fp = lane::<L>(word, slot);
+                    let child = alternate_index(bucket as u64, fp, self.num_buckets) as usize;
+                    // A fingerprint whose two buckets coincide cannot make room.
+                    if fp == 0 || child == bucket {
+                        continue;
+                    }
+                    queue.push(Node {
+                        bucket: child as u32,
+                        fp: fp as u16,
+                        parent: head as u16,
+                        slot: slot as u8,
+                        depth: node.depth + 1,
+                    });
+                }
+            }
+            head += 1;
+        }
+        None
+    }
+
+    /// The path from a root to `queue[found]`, in execution order.
+    fn trace(queue: &[Node], found: usize) -> Path {
+        let mut path = Path::default();
+        let mut node = queue[found];
+        while node.depth > 0 {
+            let parent = queue[usize::from(node.parent)];
+            path.hops[path.len] = Hop {
+                from: parent.bucket as usize,
+                slot: usize::from(node.slot),
+                fp: u64::from(node.fp),
+                to: node.bucket as usize,
+            };
+            path.len += 1;
+            node = parent;
+        }
+        path
+    }
+
+    /// Executes `path` from its free end. Returns the hops made and whether all were made.
+    pub(crate) fn execute_path(&self, path: &Path) -> (usize, bool) {
+        for (done, hop) in path.hops().iter().enumerate() {
+            if !self.displace(*hop) {
+                return (done, false);
+            }
+        }
+        (path.len, true)
+    }
+
+    /// One hop \[W3\]: moves `hop.fp` from `hop.slot` of `hop.from` to a free slot of `hop.to`,
+    /// if both are still as the search saw them. Returns whether it moved.
+    pub(crate) fn displace(&self, hop: Hop) -> bool {
+        debug_assert_ne!(hop.from, hop.to);
+        let from_stripe = self.stripe_of(hop.from);
+        let to_stripe = self.stripe_of(hop.to);
+        let mut locks = PairLock::acquire(&self.stripes, from_stripe, to_stripe);
+        let source = &self.buckets[hop.from];
+        let destination = &self.buckets[hop.to];
+        // ORDERING: Relaxed; under both stripe locks, whose Acquire [W1] made the previous
+        // holders' stores visible.
+        let src = L::load(source, Ordering::Relaxed);
+        if lane::<L>(src, hop.slot) != hop.fp {
+            return false;
+        }
+        // ORDERING: Relaxed; as above.
+        let dst = L::load(destination, Ordering::Relaxed);
+        let free = empty_lanes::<L>(dst);
+        if free == 0 {
+            return false;
+        }
+        let version_stripe = self.stripe_of(hop.from.min(hop.to));
+        locks.get(version_stripe).begin_move();
+        // ORDERING: Relaxed; [W3] copy first, after the Release fence of `begin_move`.
+        L::store(
+            destination,
+            with_lane::<L>(dst, first_lane::<L>(free), hop.fp),
+            Ordering::Relaxed,
+        );
+        // ORDERING: Relaxed; [W3] clear second; a reader that sees this store sees the odd
+        // version through the fences of [W3]/[R3].
+        L::store(source, with_lane::<L>(src, hop.slot, 0), Ordering::Relaxed);
+        locks.get(version_stripe).end_move();
+        locks.get(from_stripe).remove_fingerprint();
+        locks.get(to_stripe).add_fingerprint();
+        true
+    }
+
+    /// Locks for tests that need to hold a pair while checking something.
+    #[cfg(all(test, not(cuckoo_loom)))]
+    pub(crate) fn lock_buckets(&self, a: usize, b: usize) -> PairLock<'_> {
+        self.lock_pair(a, b)
+    }
+}
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod tests {
+    use super::*;
+    use crate::fingerprint::Fp16;
+
+    /// A fingerprint whose alternate of bucket `from` is `to` in a table of `m` buckets.
+    fn fp_linking(from: usize, to: usize, m: usize) -> u64 {
+        (1..=0xFFFFu64)
+            .find(|&fp| alternate_index(from as u64, fp, m as u64) == to as u64)
+            .expect("some fingerprint links the two buckets")
+    }
+
+    #[test]
+    fn queue_bound_matches_libcuckoo() {
+        // libcuckoo: 2 * (4^5 - 1) / 3 = 682 buckets for paths of 5.
+        assert_eq!(queue_bound(5), 682);
+        assert!(queue_bound(MAX_PATH_LEN) <= usize::from(u16::MAX));
+    }
+
+    #[test]
+    fn search_finds_the_free_slot_in_a_root() {
+        let t = RawTable::<Fp16>::new(64, 5).unwrap();
+        let p = t.probe_at(3, 77);
+        let path = t.search_path(p).unwrap();
+        assert!(path.hops().is_empty());
+    }
+
+    #[test]
+    fn search_finds_a_known_two_hop_path_and_execution_frees_the_root() {
+        // Buckets 0 and a(0) are full; one fingerprint in bucket 0 leads to bucket 5, which
+        // is full too, and one fingerprint there leads to bucket 9, which has room.
+        let m = 64;
+        let t = RawTable::<Fp16>::new(m, 5).unwrap();
+        let new_fp = (1..=0xFFFFu64)
+            .find(|&fp| ![0, 5, 9].contains(&alternate_index(0, fp, m as u64)))
+            .unwrap();
+        let p = t.probe_at(0, new_fp);
+        let to5 = fp_linking(0, 5, m);
+        let to9 = fp_linking(5, 9, m);
+        // Every other fingerprint leads back into one of the full buckets (0, 5 or a(0)) so
+        // that the only way out is 0 -> 5 -> 9.
+        let full = [0, 5, p.alternate];
+        let stuck = |b: usize| -> u64 {
+            (1..=0xFFFFu64)
+                .find(|&fp| {
+                    let alt = alternate_index(b as u64, fp, m as u64) as usize;
+                    fp != to5 && fp != to9 && fp != new_fp && full.contains(&alt) && alt != b
+                })
+                .unwrap()
+        };
+        let fill = [
+            (0, [to5, stuck(0), stuck(0), stuck(0)]),
+            (5, [to9, stuck(5), stuck(5), stuck(5)]),
+            (p.alternate, [stuck(p.alternate); 4]),
+        ];
+        for (b, fps) in fill {
+            for (s, fp) in fps.into_iter().enumerate() {
+                t.set_slot(b, s, fp);
+            }
+        }
+        let path = t.search_path(p).expect("a path exists");
+        let hops = path.hops();
+        assert_eq!(hops.len(), 2, "{hops:?}");
+        assert_eq!((hops[0].from, hops[0].to, hops[0].fp), (5, 9, to9));
+        assert_eq!((hops[1].from, hops[1].to, hops[1].fp), (0, 5, to5));
+        let len = t.len();
+        assert_eq!(t.execute_path(&path), (2, true));
+        assert_eq!(t.len(), len, "hops move, they do not add or drop");
+        assert_eq!(t.count(t.probe_at(0, to5)), 1);
+        assert_eq!(t.count(t.probe_at(5, to9)), 1);
+        assert!(t.insert(p, false).is_ok());
+        assert_eq!(t.count(p), 1);
+    }
+
+    #[test]
+    fn a_stale_hop_is_refused_without_changing_anything() {
+        let m = 16;
+        let t = RawTable::<Fp16>::new(m, 5).unwrap();
+        let fp = fp_linking(2, 7, m);
+        t.set_slot(2, 1, fp);
+        let before = t.words();
+        // Wrong slot: the fingerprint is not where the hop says.
+        assert!(!t.displace(Hop {
+            from: 2,
+            slot: 0,
+            fp,
+            to: 7
+        }));
+        // Destination full.
+        for s in 0..SLOTS {
+            t.set_slot(7, s, 0x4242);
+        }
+        let full = t.words();
+        assert!(!t.displace(Hop {
+            from: 2,
+            slot: 1,
+            fp,
+            to: 7
+        }));
+        assert_eq!(t.words(), full);
+        for s in 0..SLOTS {
+            t.set_slot(7, s, 0);
+        }
+        assert_eq!(t.words(), before);
+        assert!(t.displace(Hop {
+            from: 2,
+            slot: 1,
+            fp,
+            to: 7
+        }));
+        assert_eq!(t.count(t.probe_at(7, fp)), 1);
+        assert_eq!(t.words(), vec![(7, fp)]);
+    }
+
+    #[test]
+    fn a_bucket_pair_sharing_one_stripe_locks_once() {
+        // Two stripes for 16 buckets: buckets 2 and 4 share stripe 0. A non-reentrant lock
+        // taken twice would hang here (pitfall L3).
+        let m = 16;
+        let t = RawTable::<Fp16>::with_stripes(m, 2, 5).unwrap();
+        let fp = fp_linking(2, 4, m);
+        t.set_slot(2, 0, fp);
+        assert!(t.displace(Hop {
+            from: 2,
+            slot: 0,
+            fp,
+            to: 4
+        }));
+        let p = t.probe_at(4, fp);
+        assert_eq!(t.count(p), 1);
+        {
+            let _held = t.lock_buckets(2, 4);
+        }
+        assert!(t.remove(p));
+        assert_eq!(t.len(), 0);
+    }
+}

@@ -1,0 +1,205 @@
+//! Single-threaded tests of the table operations (the loom models are in `loom_tests`).
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::fingerprint::{Fp16, Fp8, SLOTS};
+
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn basic_operations<L: Layout>() {
+    let t = RawTable::<L>::new(1000, 5).unwrap();
+    let probes: Vec<Probe> = (0..2000).map(|k| t.probe(mix(k))).collect();
+    for p in &probes {
+        assert_eq!(t.insert(*p, false), Ok(Inserted::Added));
+    }
+    assert_eq!(t.len(), 2000);
+    for p in &probes {
+        assert!(t.contains(*p));
+        assert!(t.count(*p) >= 1);
+    }
+    for p in &probes[..1000] {
+        assert!(t.remove(*p));
+    }
+    assert_eq!(t.len(), 1000);
+    for p in &probes[1000..] {
+        assert!(t.contains(*p), "a remaining key must stay present");
+    }
+    t.clear();
+    assert_eq!(t.len(), 0);
+    assert!(t.words().is_empty());
+}
+
+#[test]
+fn basic_operations_16() {
+    basic_operations::<Fp16>();
+}
+
+#[test]
+fn basic_operations_8() {
+    basic_operations::<Fp8>();
+}
+
+#[test]
+fn one_key_fits_at_most_eight_times() {
+    let t = RawTable::<Fp16>::new(64, 5).unwrap();
+    let p = (0..)
+        .map(|k| t.probe(mix(k)))
+        .find(|p| p.primary != p.alternate)
+        .unwrap();
+    for _ in 0..2 * SLOTS {
+        assert_eq!(t.insert(p, false), Ok(Inserted::Added));
+    }
+    let before = t.words();
+    assert_eq!(t.insert(p, false), Err(InsertFailure::Full));
+    assert_eq!(
+        t.words(),
+        before,
+        "a failed insert must leave the table as it was"
+    );
+    assert_eq!(t.count(p), 2 * SLOTS);
+}
+
+#[test]
+fn a_self_paired_fingerprint_uses_one_bucket() {
+    // Find a fingerprint whose alternate of bucket 3 is bucket 3 itself.
+    let m = 10;
+    let t = RawTable::<Fp16>::new(m, 5).unwrap();
+    let fp = (1..=0xFFFFu64)
+        .find(|&fp| crate::fingerprint::alternate_index(3, fp, m as u64) == 3)
+        .unwrap();
+    let p = t.probe_at(3, fp);
+    assert_eq!(p.primary, p.alternate);
+    for _ in 0..SLOTS {
+        assert_eq!(t.insert(p, false), Ok(Inserted::Added));
+    }
+    assert_eq!(t.count(p), SLOTS, "one bucket, counted once");
+    assert_eq!(t.insert(p, false), Err(InsertFailure::Full));
+    assert!(t.remove(p));
+    assert_eq!(t.count(p), SLOTS - 1);
+}
+
+#[test]
+fn insert_unique_adds_once() {
+    let t = RawTable::<Fp8>::new(16, 5).unwrap();
+    let p = t.probe(mix(99));
+    assert_eq!(t.insert(p, true), Ok(Inserted::Added));
+    assert_eq!(t.insert(p, true), Ok(Inserted::AlreadyPresent));
+    assert_eq!(t.count(p), 1);
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn filling_until_full_loses_nothing() {
+    for max_path_len in [1, 2, 5] {
+        let t = RawTable::<Fp16>::new(50, max_path_len).unwrap();
+        let mut inserted = Vec::new();
+        for k in 0.. {
+            let p = t.probe(mix(k));
+            let before = t.words();
+            match t.insert(p, false) {
+                Ok(_) => inserted.push(p),
+                Err(e) => {
+                    assert_eq!(e, InsertFailure::Full);
+                    assert_eq!(t.words(), before, "failed insert changed the table");
+                    break;
+                }
+            }
+        }
+        assert_eq!(t.len(), inserted.len());
+        for p in &inserted {
+            assert!(t.contains(*p));
+        }
+        let load = inserted.len() as f64 / t.capacity() as f64;
+        eprintln!("path len {max_path_len}: full at {load:.3}");
+        let floor = [0.0, 0.2, 0.6, 0.0, 0.0, 0.85][max_path_len];
+        assert!(load > floor, "path len {max_path_len}: full at {load}");
+    }
+}
+
+#[test]
+fn stripe_counts_track_moves_between_stripes() {
+    // 2 stripes: hops between odd and even buckets move counts between stripes.
+    let t = RawTable::<Fp16>::with_stripes(40, 2, 5).unwrap();
+    let mut n = 0;
+    for k in 0.. {
+        if t.insert(t.probe(mix(k)), false).is_err() {
+            break;
+        }
+        n += 1;
+    }
+    assert_eq!(t.len(), n);
+    assert_eq!(
+        t.len(),
+        t.words()
+            .iter()
+            .map(|&(_, w)| {
+                (0..SLOTS)
+                    .filter(|&s| crate::fingerprint::lane::<Fp16>(w, s) != 0)
+                    .count()
+            })
+            .sum::<usize>()
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u8),
+    InsertUnique(u8),
+    Remove(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => any::<u8>().prop_map(Op::Insert),
+        1 => any::<u8>().prop_map(Op::InsertUnique),
+        2 => any::<u8>().prop_map(Op::Remove),
+    ]
+}
+
+proptest! {
+    /// Against an exact multiset of probes: a failed insert leaves the bucket words
+    /// bit-for-bit unchanged, and no stored key is ever missed.
+    #[test]
+    fn failed_inserts_leave_the_table_unchanged(
+        buckets in 1usize..12,
+        max_path_len in 1usize..=5,
+        ops in prop::collection::vec(op(), 1..300),
+    ) {
+        let t = RawTable::<Fp8>::new(buckets, max_path_len).unwrap();
+        let mut oracle = std::collections::HashMap::<u8, usize>::new();
+        for op in ops {
+            match op {
+                Op::Insert(k) | Op::InsertUnique(k) => {
+                    let unique = matches!(op, Op::InsertUnique(_));
+                    let p = t.probe(mix(u64::from(k)));
+                    let before = t.words();
+                    match t.insert(p, unique) {
+                        Ok(Inserted::Added) => *oracle.entry(k).or_default() += 1,
+                        Ok(Inserted::AlreadyPresent) => prop_assert!(unique),
+                        Err(_) => prop_assert_eq!(t.words(), before),
+                    }
+                }
+                Op::Remove(k) => {
+                    if let Some(n) = oracle.get_mut(&k).filter(|n| **n > 0) {
+                        prop_assert!(t.remove(t.probe(mix(u64::from(k)))));
+                        *n -= 1;
+                    }
+                }
+            }
+            for (&k, &n) in &oracle {
+                let p = t.probe(mix(u64::from(k)));
+                prop_assert!(t.count(p) >= n);
+                if n > 0 {
+                    prop_assert!(t.contains(p), "false negative for key {}", k);
+                }
+            }
+            prop_assert_eq!(t.len(), oracle.values().sum::<usize>());
+        }
+    }
+}

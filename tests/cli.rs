@@ -1,0 +1,244 @@
+//! The `cuckoo-guard` command-line tool, run as a user runs it: the drill on each database,
+//! its JSON report, its refusal of bad input, and its false-negative check caught failing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn drill(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cuckoo-guard"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs a drill with `--json`, checks it passed, and returns the report.
+fn passing_drill(args: &[&str]) -> Value {
+    let mut all = vec!["drill", "--json", "--duration", "1", "--threads", "2"];
+    all.extend_from_slice(args);
+    let output = drill(&all);
+    assert!(
+        output.status.success(),
+        "drill {args:?} failed: {}",
+        stderr(&output)
+    );
+    serde_json::from_slice(&output.stdout).expect("the report is JSON")
+}
+
+/// The checks every passing report must meet.
+fn check_report(report: &Value, rows: u64) {
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["setup"]["rows"], rows);
+    assert_eq!(report["filter"]["len"], rows, "the guard loaded every row");
+    assert_eq!(report["verification"]["false_negatives"], 0);
+    let without = &report["without_guard"];
+    let with = &report["with_guard"];
+    assert_eq!(without["db_queries"], without["requests"]);
+    assert_eq!(without["blocked"], 0);
+    assert!(with["blocked"].as_u64().unwrap() > 0);
+    assert!(
+        report["verification"]["absent_sample_checked"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "blocked keys were checked against the database"
+    );
+    // The share of the attack that still reached the database is the false-positive rate,
+    // about 0.01% at 16 bits.
+    let cut = report["attack_queries_cut"].as_f64().unwrap();
+    assert!(cut >= 0.99, "attack queries cut by only {cut}");
+    // Every request is counted once: blocked or sent to the database.
+    assert_eq!(
+        with["blocked"].as_u64().unwrap() + with["db_queries"].as_u64().unwrap(),
+        with["requests"].as_u64().unwrap()
+    );
+}
+
+fn sqlite_path(dir: &Path) -> String {
+    dir.join("drill.sqlite").to_str().unwrap().to_string()
+}
+
+#[test]
+fn the_default_drill_runs_on_a_temporary_sqlite_database() {
+    let report = passing_drill(&["--rows", "20000"]);
+    check_report(&report, 20_000);
+    assert_eq!(report["setup"]["kind"], "sqlite");
+    assert_eq!(report["setup"]["rows_reused"], false);
+}
+
+#[test]
+fn the_text_report_has_the_promised_lines() {
+    let output = drill(&["--rows", "5000", "--duration", "0.5", "--seed", "7"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    for line in [
+        "requests per second",
+        "database queries",
+        "queries blocked",
+        "latency p50",
+        "latency p99",
+        "attack queries cut",
+        "false-positive rate",
+        "false negatives        0",
+        "seed 7",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn a_loaded_table_is_reused_and_other_data_is_not_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path());
+    let first = passing_drill(&["--db", &db, "--rows", "3000"]);
+    assert_eq!(first["setup"]["rows_reused"], false);
+    let second = passing_drill(&["--db", &db, "--rows", "3000"]);
+    assert_eq!(second["setup"]["rows_reused"], true);
+    check_report(&second, 3000);
+
+    // A different row count is not the drill's data: refused without --fresh...
+    let refused = drill(&["--db", &db, "--rows", "2000", "--duration", "0.2"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let message = stderr(&refused);
+    assert!(message.contains("--fresh"), "{message}");
+    assert_eq!(message.trim().lines().count(), 1, "one line: {message}");
+    // ...and replaced with it.
+    let fresh = passing_drill(&["--db", &db, "--rows", "2000", "--fresh"]);
+    check_report(&fresh, 2000);
+}
+
+#[test]
+fn bad_input_gets_one_line_and_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path());
+    let not_a_db = dir.path().join("not-a-db");
+    std::fs::write(
+        &not_a_db,
+        "hello, this is not SQLite, it is long enough to be read",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--rows", "0"], "--rows"),
+        (vec!["--rows", "many"], "invalid value"),
+        (vec!["--no-such-option"], "unexpected argument"),
+        (vec!["--attack", "1.5"], "--attack"),
+        (vec!["--threads", "0"], "--threads"),
+        (vec!["--duration", "0"], "--duration"),
+        (vec!["--db", &db, "--no-create"], "does not exist"),
+        (vec!["--db", not_a_db.to_str().unwrap()], "not a database"),
+        (vec!["--db", "mysql://localhost/x"], "unknown scheme"),
+        // Nothing listens on port 1.
+        (
+            vec!["--db", "postgres://postgres@127.0.0.1:1/test"],
+            "cannot connect",
+        ),
+        (vec!["--db", "redis://127.0.0.1:1"], "cannot connect"),
+    ];
+    for (args, expected) in cases {
+        let mut all = args.clone();
+        for (option, value) in [("--rows", "100"), ("--duration", "0.2")] {
+            if !args.contains(&option) {
+                all.extend_from_slice(&[option, value]);
+            }
+        }
+        let output = drill(&all);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+        assert!(message.starts_with("error: "), "{args:?}: {message}");
+        assert!(message.contains(expected), "{args:?}: {message}");
+        assert_eq!(message.trim().lines().count(), 1, "{args:?}: {message}");
+        assert!(output.stdout.is_empty(), "{args:?}: no report on failure");
+    }
+}
+
+#[test]
+fn the_false_negative_check_catches_a_sabotaged_filter() {
+    // Removing the hottest keys from the filter (not from the database) makes the guard answer
+    // "absent" for rows that exist: the drill must find them and exit 1.
+    let output = drill(&[
+        "--json",
+        "--rows",
+        "5000",
+        "--duration",
+        "0.5",
+        "--sabotage-filter",
+        "10",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("false negatives"));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["passed"], false);
+    assert!(report["verification"]["false_negatives"].as_u64().unwrap() > 0);
+}
+
+fn server_url(variable: &str, what: &str) -> Option<String> {
+    match std::env::var(variable) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            println!("SKIPPED: the {what} drill needs {variable} (set by .ci/run); not set here");
+            None
+        }
+    }
+}
+
+fn unique_table(prefix: &str) -> String {
+    format!("{prefix}_{}", std::process::id())
+}
+
+#[test]
+fn the_drill_runs_against_postgres() {
+    let Some(url) = server_url("DATABASE_URL", "PostgreSQL") else {
+        return;
+    };
+    let table = unique_table("cg_cli_drill");
+    let report = passing_drill(&["--db", &url, "--table", &table, "--rows", "5000"]);
+    check_report(&report, 5000);
+    assert_eq!(report["setup"]["kind"], "postgres");
+    let again = passing_drill(&["--db", &url, "--table", &table, "--rows", "5000"]);
+    assert_eq!(again["setup"]["rows_reused"], true);
+    // Leave nothing behind.
+    drop_pg_table(&url, &table);
+}
+
+#[test]
+fn the_drill_runs_against_redis() {
+    let Some(url) = server_url("REDIS_URL", "Redis") else {
+        return;
+    };
+    let namespace = unique_table("cg_cli_drill");
+    let report = passing_drill(&["--db", &url, "--table", &namespace, "--rows", "5000"]);
+    check_report(&report, 5000);
+    assert_eq!(report["setup"]["kind"], "redis");
+    let again = passing_drill(&["--db", &url, "--table", &namespace, "--rows", "5000"]);
+    assert_eq!(again["setup"]["rows_reused"], true);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(format!("{{{namespace}}}:rows"))
+            .arg(format!("{{{namespace}}}:keys"))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    });
+}
+
+fn drop_pg_table(url: &str, table: &str) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
+            .await
+            .unwrap();
+    });
+}

@@ -1,0 +1,381 @@
+//! Shared test code: the store conformance suite every adapter passes, and the concurrency
+//! check of a guard over a real store.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, ScanPage, Store, Written};
+
+/// A tokio runtime with two workers, so spawned tasks really run in parallel.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The value of an environment variable naming a test server, or a printed skip notice.
+pub(crate) fn server_url(variable: &str, what: &str) -> Option<String> {
+    match std::env::var(variable) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            println!("SKIPPED: {what} tests need {variable} (set by .ci/run); not set here");
+            None
+        }
+    }
+}
+
+/// A name no other test run uses at the same time.
+pub(crate) fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}_{}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros(),
+        NEXT.fetch_add(1, SeqCst)
+    )
+}
+
+/// Runs a synchronous store's calls from async test code, so one suite covers both kinds.
+pub(crate) struct Blocking<S>(pub(crate) S);
+
+impl<S> AsyncStore for Blocking<S>
+where
+    S: Store + Send + Sync,
+    S::Key: Send + Sync,
+    S::Value: Send + Sync,
+    S::Cursor: Send + Sync,
+{
+    type Key = S::Key;
+    type Value = S::Value;
+    type Cursor = S::Cursor;
+    type Error = S::Error;
+
+    async fn get(&self, key: &S::Key) -> Result<Option<S::Value>, S::Error> {
+        self.0.get(key)
+    }
+    async fn put(&self, key: &S::Key, value: &S::Value) -> Result<Written, S::Error> {
+        self.0.put(key, value)
+    }
+    async fn delete(&self, key: &S::Key) -> Result<bool, S::Error> {
+        self.0.delete(key)
+    }
+    async fn scan_keys(
+        &self,
+        cursor: Option<&S::Cursor>,
+        limit: usize,
+    ) -> Result<ScanPage<S::Key, S::Cursor>, S::Error> {
+        self.0.scan_keys(cursor, limit)
+    }
+    fn write_outcome_unknown(error: &S::Error) -> bool {
+        S::write_outcome_unknown(error)
+    }
+}
+
+/// How the suite makes keys and values of a store's types.
+pub(crate) struct Make<K, V> {
+    pub(crate) key: fn(u64) -> K,
+    pub(crate) value: fn(u64) -> V,
+}
+
+async fn all_keys<S: AsyncStore>(store: &S, page_size: usize) -> Vec<S::Key> {
+    let mut keys = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.scan_keys(cursor.as_ref(), page_size).await.unwrap();
+        assert!(
+            page.keys.len() <= page_size,
+            "a page held more keys than asked for"
+        );
+        keys.extend(page.keys);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return keys,
+        }
+    }
+}
+
+/// The store contract, on an empty store: create vs update reporting, delete reporting,
+/// scans that return every key exactly once at any page size, and concurrent creates of one
+/// key reporting one create.
+pub(crate) async fn conformance<S>(store: Arc<S>, make: Make<S::Key, S::Value>)
+where
+    S: AsyncStore + 'static,
+    S::Key: Ord + Clone + Debug + Send + Sync + 'static,
+    S::Value: PartialEq + Debug + Send + Sync + 'static,
+    S::Error: Debug,
+{
+    let (key, value) = (make.key, make.value);
+    // An empty store.
+    let empty = store.scan_keys(None, 10).await.unwrap();
+    assert!(
+        empty.keys.is_empty() && empty.next.is_none(),
+        "a new store must be empty"
+    );
+    assert_eq!(store.get(&key(1)).await.unwrap(), None);
+    assert!(
+        !store.delete(&key(1)).await.unwrap(),
+        "deleting a missing key reports false"
+    );
+
+    // Create, then update, reported as such; get sees the latest value.
+    assert_eq!(
+        store.put(&key(1), &value(10)).await.unwrap(),
+        Written::Created
+    );
+    assert_eq!(store.get(&key(1)).await.unwrap(), Some(value(10)));
+    assert_eq!(
+        store.put(&key(1), &value(11)).await.unwrap(),
+        Written::Updated
+    );
+    assert_eq!(
+        store.put(&key(1), &value(11)).await.unwrap(),
+        Written::Updated
+    );
+    assert_eq!(store.get(&key(1)).await.unwrap(), Some(value(11)));
+
+    // Delete reported once; afterwards the key is gone and can be created again.
+    assert!(store.delete(&key(1)).await.unwrap());
+    assert!(!store.delete(&key(1)).await.unwrap());
+    assert_eq!(store.get(&key(1)).await.unwrap(), None);
+    assert_eq!(
+        store.put(&key(1), &value(12)).await.unwrap(),
+        Written::Created
+    );
+    assert!(store.delete(&key(1)).await.unwrap());
+
+    // Scans: every key exactly once, whatever the page size.
+    let n = 1_234u64;
+    for i in 0..n {
+        assert_eq!(
+            store.put(&key(i), &value(i)).await.unwrap(),
+            Written::Created
+        );
+    }
+    let expected: BTreeSet<S::Key> = (0..n).map(key).collect();
+    for page in [1, 7, 100, 1_234, 5_000] {
+        let keys = all_keys(&*store, page).await;
+        assert_eq!(
+            keys.len(),
+            n as usize,
+            "page size {page}: a key was repeated or missed"
+        );
+        let distinct: BTreeSet<S::Key> = keys.into_iter().collect();
+        assert_eq!(distinct, expected, "page size {page}: wrong keys");
+    }
+    // A page never holds more than asked for.
+    let page = store.scan_keys(None, 10).await.unwrap();
+    assert_eq!(page.keys.len(), 10);
+    assert!(page.next.is_some());
+
+    // Concurrent creates of one new key: exactly one reports `Created`.
+    for round in 0..20u64 {
+        let k = key(1_000_000 + round);
+        let tasks: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (store, k) = (Arc::clone(&store), k.clone());
+                tokio::spawn(async move { store.put(&k, &value(t)).await.unwrap() })
+            })
+            .collect();
+        let mut created = 0;
+        for task in tasks {
+            if task.await.unwrap() == Written::Created {
+                created += 1;
+            }
+        }
+        assert_eq!(
+            created, 1,
+            "concurrent creates of one key: {created} reported Created"
+        );
+    }
+}
+
+/// After `break_store` made the store unusable, every operation must return an error rather
+/// than a plausible answer.
+pub(crate) async fn errors_surface<S>(store: &S, key: S::Key, value: S::Value)
+where
+    S: AsyncStore,
+    S::Value: Debug,
+{
+    assert!(store.get(&key).await.is_err(), "get swallowed an error");
+    assert!(
+        store.put(&key, &value).await.is_err(),
+        "put swallowed an error"
+    );
+    assert!(
+        store.delete(&key).await.is_err(),
+        "delete swallowed an error"
+    );
+    assert!(
+        store.scan_keys(None, 10).await.is_err(),
+        "scan swallowed an error"
+    );
+}
+
+/// Per key: `generation << 2 | phase` (0 absent, 1 creating, 2 present, 3 deleting). Only the
+/// key's writer changes it; equal reads before and after a lookup prove nothing happened.
+fn set_phase(states: &[AtomicU64], k: u64, phase: u64) {
+    let s = &states[k as usize];
+    s.store(((s.load(SeqCst) >> 2) + 1) << 2 | phase, SeqCst);
+}
+
+/// The next key writer `writer` of `writers` works on (writers own disjoint keys).
+fn next_key(x: &mut u64, writer: u64, writers: u64, keys: u64) -> u64 {
+    *x = x
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    (*x >> 33) % (keys / writers) * writers + writer
+}
+
+/// Threads create, delete and look up through a guard over a synchronous store: every lookup
+/// of a key whose create returned before the lookup began (and whose delete had not begun)
+/// must find it. Returns the lookups checked and the number of keys present at the end.
+pub(crate) fn guard_concurrency_sync<S>(
+    guard: &CacheGuard<S>,
+    make: Make<S::Key, S::Value>,
+    keys: u64,
+    operations: u64,
+) -> (usize, usize)
+where
+    S: Store + Sync,
+    S::Key: Hash + Sync,
+    S::Value: PartialEq + Debug + Sync,
+    S::Cursor: Send,
+    S::Error: Debug,
+{
+    guard.warm_up(500, |_| {}).unwrap();
+    let states: Vec<AtomicU64> = (0..keys).map(|_| AtomicU64::new(0)).collect();
+    let checked = AtomicUsize::new(0);
+    let writers_done = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for writer in 0..2u64 {
+            let (states, writers_done) = (&states, &writers_done);
+            scope.spawn(move || {
+                let mut x = writer + 1;
+                for _ in 0..operations {
+                    let k = next_key(&mut x, writer, 2, keys);
+                    if states[k as usize].load(SeqCst) & 3 == 0 {
+                        set_phase(states, k, 1);
+                        let written = guard.put(&(make.key)(k), &(make.value)(k)).unwrap();
+                        assert_eq!(written, Written::Created);
+                        set_phase(states, k, 2);
+                    } else {
+                        set_phase(states, k, 3);
+                        assert!(guard.delete(&(make.key)(k)).unwrap());
+                        set_phase(states, k, 0);
+                    }
+                }
+                writers_done.fetch_add(1, SeqCst);
+            });
+        }
+        for reader in 0..2u64 {
+            let (states, checked, writers_done) = (&states, &checked, &writers_done);
+            scope.spawn(move || {
+                let mut x = reader + 77;
+                while writers_done.load(SeqCst) < 2 {
+                    let k = next_key(&mut x, 0, 1, keys);
+                    let before = states[k as usize].load(SeqCst);
+                    let found = guard.get(&(make.key)(k)).unwrap();
+                    if before & 3 == 2 && states[k as usize].load(SeqCst) == before {
+                        assert_eq!(found, Some((make.value)(k)), "false negative for key {k}");
+                        checked.fetch_add(1, SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    let present = states.iter().filter(|s| s.load(SeqCst) & 3 == 2).count();
+    let stats = guard.stats();
+    assert_eq!(
+        (stats.stale_copies, stats.missing_copies, stats.store_errors),
+        (0, 0, 0)
+    );
+    (checked.load(SeqCst), present)
+}
+
+/// Tasks create, delete and look up through an async guard over a real store: every lookup
+/// of a key whose create returned before the lookup began (and whose delete had not begun)
+/// must find it, and at the end the filter's length equals the store's row count.
+///
+/// Returns the lookups checked and the number of keys present at the end.
+pub(crate) async fn guard_concurrency<S>(
+    guard: Arc<AsyncCacheGuard<S>>,
+    make: Make<S::Key, S::Value>,
+    keys: u64,
+    operations: u64,
+) -> (usize, usize)
+where
+    S: AsyncStore + 'static,
+    S::Key: Hash + Send + Sync + 'static,
+    S::Value: PartialEq + Debug + Send + Sync + 'static,
+    S::Error: Debug,
+{
+    guard.warm_up(500, |_| {}).await.unwrap();
+    let states: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
+    let checked = Arc::new(AtomicUsize::new(0));
+    let writers_done = Arc::new(AtomicUsize::new(0));
+    let mut writers = Vec::new();
+    for writer in 0..2u64 {
+        let (guard, states, done) = (
+            Arc::clone(&guard),
+            Arc::clone(&states),
+            Arc::clone(&writers_done),
+        );
+        writers.push(tokio::spawn(async move {
+            let mut x = writer + 1;
+            for _ in 0..operations {
+                let k = next_key(&mut x, writer, 2, keys);
+                if states[k as usize].load(SeqCst) & 3 == 0 {
+                    set_phase(&states, k, 1);
+                    let written = guard.put(&(make.key)(k), &(make.value)(k)).await.unwrap();
+                    assert_eq!(written, Written::Created);
+                    set_phase(&states, k, 2);
+                } else {
+                    set_phase(&states, k, 3);
+                    assert!(guard.delete(&(make.key)(k)).await.unwrap());
+                    set_phase(&states, k, 0);
+                }
+            }
+            done.fetch_add(1, SeqCst);
+        }));
+    }
+    let mut readers = Vec::new();
+    for reader in 0..2u64 {
+        let (guard, states, checked, done) = (
+            Arc::clone(&guard),
+            Arc::clone(&states),
+            Arc::clone(&checked),
+            Arc::clone(&writers_done),
+        );
+        readers.push(tokio::spawn(async move {
+            let mut x = reader + 77;
+            while done.load(SeqCst) < 2 {
+                let k = next_key(&mut x, 0, 1, keys);
+                let before = states[k as usize].load(SeqCst);
+                let found = guard.get(&(make.key)(k)).await.unwrap();
+                if before & 3 == 2 && states[k as usize].load(SeqCst) == before {
+                    assert_eq!(found, Some((make.value)(k)), "false negative for key {k}");
+                    checked.fetch_add(1, SeqCst);
+                }
+            }
+        }));
+    }
+    for task in writers.into_iter().chain(readers) {
+        task.await.unwrap();
+    }
+    let present = states.iter().filter(|s| s.load(SeqCst) & 3 == 2).count();
+    let stats = guard.stats();
+    assert_eq!(
+        (stats.stale_copies, stats.missing_copies, stats.store_errors),
+        (0, 0, 0)
+    );
+    (checked.load(SeqCst), present)
+}

@@ -1,0 +1,94 @@
+//! Seeded statistical tests: the false-positive rate at 95% load, and the load the default
+//! configuration reaches before its first failed insert. Each prints what it measured
+//! (`cargo test --test statistics -- --nocapture`).
+
+use cuckoo_guard::CuckooFilter;
+
+/// Fills a filter to exactly 95% of its slots and measures the false-positive rate over
+/// keys never inserted, against the paper's `2 x 4 x 0.95 / 2^f`.
+fn false_positive_rate_at_95_percent(bits: u32, queries: u64) {
+    let filter = CuckooFilter::builder()
+        .capacity(1_000_000)
+        .fingerprint_bits(bits)
+        .seed(0xF00D + u64::from(bits))
+        .build()
+        .unwrap();
+    let target = (filter.capacity() as f64 * 0.95).round() as u64;
+    for k in 0..target {
+        filter
+            .insert(&k)
+            .expect("95% load is below the first failure");
+    }
+    assert!((filter.load_factor() - 0.95).abs() < 1e-5);
+    let absent = (1u64 << 40)..(1u64 << 40) + queries;
+    let mut hits = vec![false; 4096];
+    let mut false_positives = 0u64;
+    let keys: Vec<u64> = absent.collect();
+    for chunk in keys.chunks(4096) {
+        let hits = &mut hits[..chunk.len()];
+        filter.contains_many(chunk, hits);
+        false_positives += hits.iter().filter(|&&h| h).count() as u64;
+    }
+    let measured = false_positives as f64 / queries as f64;
+    let paper = 2.0 * 4.0 * 0.95 / (1u64 << bits) as f64;
+    let ratio = measured / paper;
+    println!(
+        "{bits}-bit fingerprints at 95% load: {false_positives} false positives in {queries} \
+         lookups = {measured:.6} ({:.4}%); 2 x 4 x 0.95 / 2^{bits} = {paper:.6}; ratio {ratio:.3}",
+        measured * 100.0
+    );
+    assert!(
+        (1.0 / 1.5..=1.5).contains(&ratio),
+        "{bits}-bit: measured {measured} is not within 1.5x of {paper}"
+    );
+}
+
+#[test]
+fn false_positive_rate_16_bit() {
+    // ~464 expected false positives: the 1.5x band is more than 7 standard deviations wide.
+    false_positive_rate_at_95_percent(16, 4_000_000);
+}
+
+#[test]
+fn false_positive_rate_8_bit() {
+    false_positive_rate_at_95_percent(8, 1_000_000);
+}
+
+/// Inserts distinct keys into a default filter until the first `InsertError`.
+fn first_failure(bits: u32, capacity: usize, seed: u64) -> (f64, f64, usize) {
+    let filter = CuckooFilter::builder()
+        .capacity(capacity)
+        .fingerprint_bits(bits)
+        .seed(seed)
+        .build()
+        .unwrap();
+    let mut k = 0u64;
+    while filter.insert(&k).is_ok() {
+        k += 1;
+    }
+    let stats = filter.stats();
+    let mean_displacements = stats.displacements as f64 / stats.inserts as f64;
+    let longest = stats
+        .path_length_histogram
+        .iter()
+        .rposition(|&n| n > 0)
+        .unwrap_or(0);
+    (filter.load_factor(), mean_displacements, longest)
+}
+
+#[test]
+fn default_configuration_reaches_95_percent_before_the_first_failure() {
+    for bits in [16, 8] {
+        for (capacity, seeds) in [(10_000usize, 0..20u64), (1_000_000, 0..2)] {
+            for seed in seeds {
+                let (load, mean, longest) = first_failure(bits, capacity, seed);
+                println!(
+                    "{bits}-bit, capacity {capacity}, seed {seed}: first failure at {:.2}% \
+                     load; {mean:.3} displacements per insert on average, at most {longest}",
+                    load * 100.0
+                );
+                assert!(load >= 0.95, "first failure at {load} < 95%");
+            }
+        }
+    }
+}

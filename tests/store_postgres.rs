@@ -1,0 +1,212 @@
+//! The PostgreSQL adapter against the real server at `DATABASE_URL` (set by `.ci/run`):
+//! the conformance suite, schema and error handling, and the guard under concurrent tasks.
+//! Without `DATABASE_URL` each test prints that it was skipped.
+#![cfg(feature = "postgres")]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::Make;
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, GuardError};
+use cuckoo_guard::stores::{PostgresStore, PostgresStoreError};
+use cuckoo_guard::CuckooFilter;
+
+const INTEGER_KEYS: Make<i64, String> = Make {
+    key: |k| k as i64,
+    value: |v| format!("value {v}"),
+};
+
+async fn store(url: &str, table: &str) -> PostgresStore<i64, String> {
+    PostgresStore::builder(url)
+        .table(table)
+        .create_table_if_missing(true)
+        .connect()
+        .await
+        .unwrap()
+}
+
+async fn drop_table(url: &str, table: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
+        .await
+        .unwrap();
+}
+
+#[test]
+fn conformance_with_integer_keys() {
+    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_conformance");
+        common::conformance(Arc::new(store(&url, &table).await), INTEGER_KEYS).await;
+        drop_table(&url, &table).await;
+    });
+}
+
+#[test]
+fn conformance_with_text_keys_and_bytea_values() {
+    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_text");
+        let store = PostgresStore::<String, Vec<u8>>::builder(&url)
+            .table(&table)
+            .key_column("e-mail")
+            .value_column("select")
+            .create_table_if_missing(true)
+            .connect()
+            .await
+            .unwrap();
+        let make = Make {
+            key: |k| format!("user{k:08}@example.com"),
+            value: |v| v.to_le_bytes().to_vec(),
+        };
+        common::conformance(Arc::new(store), make).await;
+        drop_table(&url, &table).await;
+    });
+}
+
+#[test]
+fn errors_surface_when_the_table_disappears() {
+    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_errors");
+        let store = store(&url, &table).await;
+        drop_table(&url, &table).await;
+        common::errors_surface(&store, 1, "x".into()).await;
+        // The server rejected the statement: nothing was applied, and the guard knows it.
+        let error = store.put(&1, &"x".into()).await.unwrap_err();
+        assert!(
+            !PostgresStore::<i64, String>::write_outcome_unknown(&error),
+            "{error}"
+        );
+    });
+}
+
+#[test]
+fn schema_and_connection_problems_are_clear_errors() {
+    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let missing = PostgresStore::<i64, String>::builder(&url)
+            .table(common::unique_name("cg_missing"))
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(missing, PostgresStoreError::MissingTable { .. }),
+            "{missing}"
+        );
+
+        let table = common::unique_name("cg_loose");
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE \"{table}\" (key BIGINT, value TEXT)"
+            ))
+            .await
+            .unwrap();
+        let builder = || PostgresStore::<i64, String>::builder(&url).table(&table);
+        let not_unique = builder().connect().await.unwrap_err();
+        assert!(
+            matches!(not_unique, PostgresStoreError::KeyNotUnique { .. }),
+            "{not_unique}"
+        );
+        let no_column = builder().value_column("nope").connect().await.unwrap_err();
+        assert!(
+            matches!(no_column, PostgresStoreError::MissingColumn { .. }),
+            "{no_column}"
+        );
+        drop_table(&url, &table).await;
+
+        let unreachable =
+            PostgresStore::<i64, String>::builder("postgres://postgres@127.0.0.1:1/test")
+                .connect()
+                .await
+                .unwrap_err();
+        assert!(
+            matches!(unreachable, PostgresStoreError::Connect { .. }),
+            "{unreachable}"
+        );
+        assert!(unreachable
+            .to_string()
+            .starts_with("cannot connect to PostgreSQL"));
+    });
+}
+
+#[test]
+fn the_guard_stays_exact_under_concurrent_tasks() {
+    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_guard");
+        let guard = Arc::new(AsyncCacheGuard::new(
+            CuckooFilter::with_capacity(2_000),
+            store(&url, &table).await,
+        ));
+        let (checked, present) =
+            common::guard_concurrency(Arc::clone(&guard), INTEGER_KEYS, 2_000, 2_000).await;
+        let rows: i64 = guard
+            .store()
+            .client()
+            .query_one(&format!("SELECT count(*) FROM \"{table}\""), &[])
+            .await
+            .unwrap()
+            .get(0);
+        println!("postgres: {checked} lookups of present keys checked; {rows} rows at the end");
+        assert!(checked > 100, "too few lookups checked: {checked}");
+        assert_eq!(rows as usize, present);
+        assert_eq!(
+            guard.filter().len(),
+            present,
+            "filter length differs from the row count"
+        );
+        drop_table(&url, &table).await;
+    });
+}
+
+#[test]
+fn a_create_refused_for_lack_of_room_never_reaches_the_table() {
+    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_full");
+        let tiny = AsyncCacheGuard::new(
+            CuckooFilter::builder().capacity(1).seed(3).build().unwrap(),
+            store(&url, &table).await,
+        );
+        tiny.warm_up(10, |_| {}).await.unwrap();
+        let mut created = 0i64;
+        let refused = loop {
+            match tiny.put(&created, &"x".into()).await {
+                Ok(_) => created += 1,
+                Err(GuardError::FilterFull(_)) => break created,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let client = tiny.store().client();
+        let rows: i64 = client
+            .query_one(&format!("SELECT count(*) FROM \"{table}\""), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(rows, created, "the refused create reached the table");
+        assert_eq!(tiny.store().get(&refused).await.unwrap(), None);
+        drop_table(&url, &table).await;
+    });
+}

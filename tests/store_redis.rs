@@ -1,0 +1,161 @@
+//! The Redis adapter against the real server at `REDIS_URL` (set by `.ci/run`): the
+//! conformance suite, error handling, and the guard under concurrent tasks. Without
+//! `REDIS_URL` each test prints that it was skipped.
+#![cfg(feature = "redis")]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::Make;
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, GuardError};
+use cuckoo_guard::stores::{RedisStore, RedisStoreError};
+use cuckoo_guard::CuckooFilter;
+
+const TEXT: Make<String, String> = Make {
+    key: |k| format!("key:{k:08}"),
+    value: |v| format!("value {v}"),
+};
+
+async fn cleanup<K, V>(store: &RedisStore<K, V>) {
+    let (rows, keys) = store.redis_keys();
+    let _: () = redis::cmd("DEL")
+        .arg(rows)
+        .arg(keys)
+        .query_async(&mut store.connection())
+        .await
+        .unwrap();
+}
+
+#[test]
+fn conformance_with_text_keys() {
+    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = Arc::new(
+            RedisStore::<String, String>::connect(&url, &common::unique_name("cg"))
+                .await
+                .unwrap(),
+        );
+        common::conformance(Arc::clone(&store), TEXT).await;
+        cleanup(&store).await;
+    });
+}
+
+#[test]
+fn conformance_with_integer_keys_and_binary_values() {
+    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = Arc::new(
+            RedisStore::<i64, Vec<u8>>::connect(&url, &common::unique_name("cg"))
+                .await
+                .unwrap(),
+        );
+        let make = Make {
+            key: |k| k as i64,
+            value: |v| v.to_le_bytes().to_vec(),
+        };
+        common::conformance(Arc::clone(&store), make).await;
+        cleanup(&store).await;
+    });
+}
+
+#[test]
+fn errors_surface_when_the_keys_hold_other_types() {
+    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, &common::unique_name("cg"))
+            .await
+            .unwrap();
+        let (rows, keys) = store.redis_keys();
+        let _: () = redis::pipe()
+            .cmd("SET")
+            .arg(rows)
+            .arg("not a hash")
+            .cmd("SET")
+            .arg(keys)
+            .arg("not a sorted set")
+            .query_async(&mut store.connection())
+            .await
+            .unwrap();
+        common::errors_surface(&store, "k".into(), "v".into()).await;
+        // The scripts check types before writing, so the failure is known to change nothing.
+        let error = store.put(&"k".into(), &"v".into()).await.unwrap_err();
+        assert!(
+            !RedisStore::<String, String>::write_outcome_unknown(&error),
+            "{error}"
+        );
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), store);
+        assert!(matches!(
+            guard.put(&"k".into(), &"v".into()).await,
+            Err(GuardError::Store(_))
+        ));
+        assert_eq!(guard.filter().len(), 0, "a rejected create left its copy");
+        cleanup(guard.store()).await;
+    });
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error() {
+    // Needs no server: nothing listens on port 1.
+    common::runtime().block_on(async {
+        let error = RedisStore::<String, String>::connect("redis://127.0.0.1:1", "x")
+            .await
+            .unwrap_err();
+        assert!(matches!(error, RedisStoreError::Connect { .. }), "{error}");
+        assert!(error.to_string().starts_with("cannot connect to Redis"));
+        let invalid = RedisStore::<String, String>::connect("not a url", "x")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(invalid, RedisStoreError::Connect { .. }),
+            "{invalid}"
+        );
+    });
+}
+
+#[test]
+fn the_guard_stays_exact_under_concurrent_tasks() {
+    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, &common::unique_name("cg"))
+            .await
+            .unwrap();
+        let guard = Arc::new(AsyncCacheGuard::new(
+            CuckooFilter::with_capacity(5_000),
+            store,
+        ));
+        let (checked, present) =
+            common::guard_concurrency(Arc::clone(&guard), TEXT, 5_000, 10_000).await;
+        let rows: usize = redis::cmd("HLEN")
+            .arg(guard.store().redis_keys().0)
+            .query_async(&mut guard.store().connection())
+            .await
+            .unwrap();
+        let indexed: usize = redis::cmd("ZCARD")
+            .arg(guard.store().redis_keys().1)
+            .query_async(&mut guard.store().connection())
+            .await
+            .unwrap();
+        println!("redis: {checked} lookups of present keys checked; {rows} rows at the end");
+        assert!(checked > 100, "too few lookups checked: {checked}");
+        assert_eq!(
+            (rows, indexed),
+            (present, present),
+            "rows and index disagree"
+        );
+        assert_eq!(
+            guard.filter().len(),
+            present,
+            "filter length differs from the row count"
+        );
+        cleanup(guard.store()).await;
+    });
+}
