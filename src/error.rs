@@ -125,6 +125,12 @@ pub enum BuildError {
         /// The length asked for.
         len: usize,
     },
+    /// [`Displacement::RandomWalk`](crate::Displacement::RandomWalk) was given a kick limit
+    /// outside `1..=100_000`.
+    InvalidMaxKicks {
+        /// The limit asked for.
+        max_kicks: usize,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -166,6 +172,10 @@ impl fmt::Display for BuildError {
             BuildError::InvalidMaxPathLen { len } => write!(
                 f,
                 "maximum path length {len} is invalid: it must be between 1 and 8 buckets"
+            ),
+            BuildError::InvalidMaxKicks { max_kicks } => write!(
+                f,
+                "random-walk kick limit {max_kicks} is invalid: it must be between 1 and 100000"
             ),
         }
     }

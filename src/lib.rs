@@ -102,7 +102,7 @@ mod sync;
 mod table;
 
 pub use crate::error::{BuildError, InsertError};
-pub use crate::filter::{Builder, CuckooFilter, FilterReader};
+pub use crate::filter::{Builder, CuckooFilter, Displacement, FilterReader};
 pub use crate::stats::Stats;
 
 #[doc = include_str!("../README.md")]

@@ -20,6 +20,8 @@ struct Shard {
     /// which only repeated searches under contention produce).
     inserts_by_displacements: [AtomicU64; MAX_PATH_LEN],
     displacements: AtomicU64,
+    /// The most displacements one successful insert made.
+    max_displacements: AtomicU64,
     failed_full: AtomicU64,
     failed_contended: AtomicU64,
     path_retries: AtomicU64,
@@ -32,6 +34,7 @@ impl Shard {
         Shard {
             inserts_by_displacements: std::array::from_fn(|_| AtomicU64::new(0)),
             displacements: AtomicU64::new(0),
+            max_displacements: AtomicU64::new(0),
             failed_full: AtomicU64::new(0),
             failed_contended: AtomicU64::new(0),
             path_retries: AtomicU64::new(0),
@@ -74,6 +77,12 @@ impl Counters {
             &shard.inserts_by_displacements[displacements.min(MAX_PATH_LEN - 1)],
             1,
         );
+        if displacements > 0 {
+            // ORDERING: Relaxed; a statistic, publishes nothing.
+            shard
+                .max_displacements
+                .fetch_max(displacements as u64, Ordering::Relaxed);
+        }
     }
 
     #[inline]
@@ -148,6 +157,13 @@ impl Counters {
             failed_inserts: self.sum(|s| &s.failed_full) + self.sum(|s| &s.failed_contended),
             failed_inserts_contended: self.sum(|s| &s.failed_contended),
             displacements: self.sum(|s| &s.displacements),
+            max_displacements: self
+                .shards
+                .iter()
+                // ORDERING: Relaxed; a statistic.
+                .map(|s| s.max_displacements.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0),
             path_length_histogram: histogram,
             path_retries: self.sum(|s| &s.path_retries),
             read_retries: self.sum(|s| &s.read_retries),
@@ -192,6 +208,11 @@ pub struct Stats {
     pub failed_inserts_contended: u64,
     /// Fingerprints moved to their alternate bucket to make room, in total.
     pub displacements: u64,
+    /// The most fingerprints one successful insert moved (with [`Displacement::RandomWalk`]
+    /// this can exceed the histogram's range).
+    ///
+    /// [`Displacement::RandomWalk`]: crate::Displacement::RandomWalk
+    pub max_displacements: u64,
     /// Successful inserts by the number of displacements each needed: entry `d` counts inserts
     /// that moved `d` fingerprints (the last entry also counts longer ones). Its length is the
     /// filter's maximum path length.

@@ -36,11 +36,14 @@ fn check_report(report: &Value, rows: u64) {
     assert_eq!(report["setup"]["rows"], rows);
     assert_eq!(report["filter"]["len"], rows, "the guard loaded every row");
     assert_eq!(report["verification"]["false_negatives"], 0);
+    assert_eq!(report["verification"]["sweep_checked"], rows);
+    assert_eq!(report["verification"]["sweep_false_negatives"], 0);
     let without = &report["without_guard"];
     let with = &report["with_guard"];
-    assert_eq!(without["db_queries"], without["requests"]);
-    assert_eq!(without["blocked"], 0);
+    assert!(without["requests"].as_u64().unwrap() > 0);
     assert!(with["blocked"].as_u64().unwrap() > 0);
+    // Every blocked lookup was an attack key: legitimate keys all exist and must pass.
+    assert!(with["blocked"].as_u64().unwrap() <= with["attack_requests"].as_u64().unwrap());
     assert!(
         report["verification"]["absent_sample_checked"]
             .as_u64()
@@ -89,6 +92,16 @@ fn the_text_report_has_the_promised_lines() {
     ] {
         assert!(text.contains(line), "no {line:?} in:\n{text}");
     }
+    // The figures, not just the labels: the cut is a percentage of at least 99.
+    let cut_line = text
+        .lines()
+        .find(|l| l.contains("attack queries cut"))
+        .unwrap();
+    let cut: f64 = cut_line
+        .split_whitespace()
+        .find_map(|w| w.strip_suffix('%').and_then(|n| n.parse().ok()))
+        .expect("a percentage");
+    assert!((99.0..=100.0).contains(&cut), "{cut_line}");
 }
 
 #[test]
@@ -128,6 +141,8 @@ fn bad_input_gets_one_line_and_exit_code_2() {
         (vec!["--no-such-option"], "unexpected argument"),
         (vec!["--attack", "1.5"], "--attack"),
         (vec!["--threads", "0"], "--threads"),
+        (vec!["--threads", "100000"], "--threads"),
+        (vec!["--rows", "100000000000"], "--rows"),
         (vec!["--duration", "0"], "--duration"),
         (vec!["--db", &db, "--no-create"], "does not exist"),
         (vec!["--db", not_a_db.to_str().unwrap()], "not a database"),
@@ -158,8 +173,9 @@ fn bad_input_gets_one_line_and_exit_code_2() {
 
 #[test]
 fn the_false_negative_check_catches_a_sabotaged_filter() {
-    // Removing the hottest keys from the filter (not from the database) makes the guard answer
-    // "absent" for rows that exist: the drill must find them and exit 1.
+    // Removing the 10 hottest and 10 coldest keys from the filter (not from the database)
+    // makes the guard answer "absent" for rows that exist: the traffic finds the hot ones, the
+    // sweep all 20, and the drill must exit 1.
     let output = drill(&[
         "--json",
         "--rows",
@@ -173,7 +189,13 @@ fn the_false_negative_check_catches_a_sabotaged_filter() {
     assert!(stderr(&output).contains("false negatives"));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["passed"], false);
-    assert!(report["verification"]["false_negatives"].as_u64().unwrap() > 0);
+    assert!(
+        report["verification"]["false_negatives_in_traffic"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(report["verification"]["sweep_false_negatives"], 20);
 }
 
 fn server_url(variable: &str, what: &str) -> Option<String> {
@@ -203,6 +225,33 @@ fn the_drill_runs_against_postgres() {
     assert_eq!(again["setup"]["rows_reused"], true);
     // Leave nothing behind.
     drop_pg_table(&url, &table);
+    // A table that is not there, with --no-create: one line, exit 2.
+    let missing = drill(&[
+        "--db",
+        &url,
+        "--table",
+        &format!("{table}_missing"),
+        "--no-create",
+        "--duration",
+        "0.2",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains("does not exist"),
+        "{}",
+        stderr(&missing)
+    );
+    // A table of another shape (an int4 key): refused with one line, not a panic.
+    let other = format!("{table}_int4");
+    pg_execute(
+        &url,
+        &format!("CREATE TABLE \"{other}\" (\"key\" int4 PRIMARY KEY, \"value\" text NOT NULL)"),
+    );
+    let wrong = drill(&["--db", &url, "--table", &other, "--duration", "0.2"]);
+    drop_pg_table(&url, &other);
+    assert_eq!(wrong.status.code(), Some(2), "{}", stderr(&wrong));
+    assert!(stderr(&wrong).contains("shape"), "{}", stderr(&wrong));
+    assert_eq!(stderr(&wrong).trim().lines().count(), 1);
 }
 
 #[test]
@@ -216,6 +265,20 @@ fn the_drill_runs_against_redis() {
     assert_eq!(report["setup"]["kind"], "redis");
     let again = passing_drill(&["--db", &url, "--table", &namespace, "--rows", "5000"]);
     assert_eq!(again["setup"]["rows_reused"], true);
+    // An empty namespace with --no-create: refused, nothing written.
+    let empty = drill(&[
+        "--db",
+        &url,
+        "--table",
+        &format!("{namespace}_empty"),
+        "--no-create",
+    ]);
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(
+        stderr(&empty).contains("holds no rows"),
+        "{}",
+        stderr(&empty)
+    );
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let client = redis::Client::open(url.as_str()).unwrap();
@@ -229,16 +292,17 @@ fn the_drill_runs_against_redis() {
     });
 }
 
-fn drop_pg_table(url: &str, table: &str) {
+fn pg_execute(url: &str, sql: &str) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
             .unwrap();
         tokio::spawn(connection);
-        client
-            .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
-            .await
-            .unwrap();
+        client.batch_execute(sql).await.unwrap();
     });
+}
+
+fn drop_pg_table(url: &str, table: &str) {
+    pg_execute(url, &format!("DROP TABLE IF EXISTS \"{table}\""));
 }

@@ -2,7 +2,7 @@
 
 use std::hash::BuildHasherDefault;
 
-use cuckoo_guard::{BuildError, CuckooFilter, InsertError};
+use cuckoo_guard::{BuildError, CuckooFilter, Displacement, InsertError};
 
 #[test]
 fn filter_is_send_and_sync() {
@@ -329,6 +329,16 @@ fn builder_rejects_bad_configurations_with_clear_errors() {
             "below what any supported",
         ),
         (b().fingerprint_bits(12).build(), "use 8 or 16"),
+        (
+            b().displacement(Displacement::RandomWalk { max_kicks: 0 })
+                .build(),
+            "kick limit 0 is invalid",
+        ),
+        (
+            b().displacement(Displacement::RandomWalk { max_kicks: 100_001 })
+                .build(),
+            "kick limit 100001 is invalid",
+        ),
         (b().fingerprint_bits(0).build(), "use 8 or 16"),
         (
             b().fingerprint_bits(8).false_positive_rate(0.001).build(),
@@ -382,4 +392,44 @@ fn debug_output_names_the_shape() {
     let text = format!("{filter:?}");
     assert!(text.contains("len: 1"), "{text}");
     assert!(text.contains("fingerprint_bits: 16"), "{text}");
+}
+
+#[test]
+fn random_walk_inserts_fill_the_filter_and_lose_nothing() {
+    for bits in [8, 16] {
+        let filter = CuckooFilter::builder()
+            .capacity(20_000)
+            .fingerprint_bits(bits)
+            .displacement(Displacement::RandomWalk { max_kicks: 500 })
+            .seed(5)
+            .build()
+            .unwrap();
+        assert_eq!(
+            filter.displacement(),
+            Displacement::RandomWalk { max_kicks: 500 }
+        );
+        let mut inserted = 0u64;
+        while filter.insert(&inserted).is_ok() {
+            inserted += 1;
+        }
+        // The failed insert moved nothing: every earlier key is still there.
+        assert_eq!(filter.len() as u64, inserted);
+        assert!((0..inserted).all(|k| filter.contains(&k)));
+        assert!(
+            filter.load_factor() > 0.94,
+            "{bits}-bit: {}",
+            filter.load_factor()
+        );
+        let stats = filter.stats();
+        assert!(stats.displacements > 0 && stats.max_displacements > 4);
+        assert!(stats.max_displacements <= 500);
+        for k in 0..inserted {
+            assert!(filter.remove(&k));
+        }
+        assert!(filter.is_empty());
+    }
+    assert_eq!(
+        CuckooFilter::with_capacity(10).displacement(),
+        Displacement::BreadthFirst
+    );
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, Displacement};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -114,13 +114,19 @@ fn run(
     capacity: usize,
     bits: u32,
     max_path_len: usize,
+    random_walk: Option<usize>,
     seed: u64,
     ops: Vec<Op>,
 ) -> Result<(), TestCaseError> {
+    let displacement = match random_walk {
+        None => Displacement::BreadthFirst,
+        Some(max_kicks) => Displacement::RandomWalk { max_kicks },
+    };
     let filter = CuckooFilter::builder()
         .capacity(capacity)
         .fingerprint_bits(bits)
         .max_path_len(max_path_len)
+        .displacement(displacement)
         .seed(seed)
         .build()
         .unwrap();
@@ -141,19 +147,21 @@ proptest! {
     fn matches_a_multiset_16_bit(
         capacity in 1usize..80,
         max_path_len in 1usize..=6,
+        random_walk in prop::option::of(1usize..=60),
         seed in any::<u64>(),
         ops in prop::collection::vec(op(120), 1..400),
     ) {
-        run(capacity, 16, max_path_len, seed, ops)?;
+        run(capacity, 16, max_path_len, random_walk, seed, ops)?;
     }
 
     #[test]
     fn matches_a_multiset_8_bit(
         capacity in 1usize..80,
         max_path_len in 1usize..=6,
+        random_walk in prop::option::of(1usize..=60),
         seed in any::<u64>(),
         ops in prop::collection::vec(op(120), 1..400),
     ) {
-        run(capacity, 8, max_path_len, seed, ops)?;
+        run(capacity, 8, max_path_len, random_walk, seed, ops)?;
     }
 }

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, Displacement};
 
 const ABSENT: u32 = 0;
 const INSERTING: u32 = 1;
@@ -190,12 +190,13 @@ fn reader(shared: &Shared, keys: u64) {
 /// The two stress tests each use every core; they take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn stress(name: &str, capacity: usize, seconds: u64) {
+fn stress(name: &str, capacity: usize, seconds: u64, displacement: Displacement) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     let writers = cores.max(2);
     let filter = CuckooFilter::builder()
         .capacity(capacity)
+        .displacement(displacement)
         .seed(11)
         .build()
         .unwrap();
@@ -298,7 +299,12 @@ fn stress_seconds() -> u64 {
 /// anywhere in the table.
 #[test]
 fn no_false_negatives_under_concurrent_displacement() {
-    stress("100k keys", 100_000, stress_seconds() / 2);
+    stress(
+        "100k keys",
+        100_000,
+        stress_seconds() * 2 / 5,
+        Displacement::BreadthFirst,
+    );
 }
 
 /// A filter of a few dozen buckets: every lookup reads buckets that writers are displacing
@@ -307,5 +313,22 @@ fn no_false_negatives_under_concurrent_displacement() {
 /// on the large table it would go unseen).
 #[test]
 fn no_false_negatives_when_every_bucket_is_hot() {
-    stress("hot buckets", 100, stress_seconds() / 2);
+    stress(
+        "hot buckets",
+        100,
+        stress_seconds() * 2 / 5,
+        Displacement::BreadthFirst,
+    );
+}
+
+/// The random-walk search proposes long paths (up to 500 kicks) that the same hop protocol
+/// executes: hot buckets again, so its hops race lookups all the time.
+#[test]
+fn no_false_negatives_with_random_walk_displacement() {
+    stress(
+        "hot buckets, random walk",
+        100,
+        stress_seconds() / 5,
+        Displacement::RandomWalk { max_kicks: 500 },
+    );
 }

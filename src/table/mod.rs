@@ -72,6 +72,8 @@ pub(crate) struct RawTable<L: Layout> {
     num_buckets: u64,
     stripe_mask: usize,
     max_path_len: usize,
+    /// 0: breadth-first path search; otherwise the kicks a random-walk search may take.
+    random_walk_kicks: usize,
     counters: Counters,
     _layout: PhantomData<L>,
 }
@@ -104,9 +106,22 @@ impl<L: Layout> RawTable<L> {
             num_buckets: num_buckets as u64,
             stripe_mask: stripes - 1,
             max_path_len,
+            random_walk_kicks: 0,
             counters: Counters::new(),
             _layout: PhantomData,
         })
+    }
+
+    /// Searches cuckoo paths by random walks of at most `kicks` steps instead of breadth-first
+    /// (0: breadth-first again).
+    pub(crate) fn with_random_walk(mut self, kicks: usize) -> Self {
+        self.random_walk_kicks = kicks;
+        self
+    }
+
+    /// The random-walk bound, or 0 for breadth-first search.
+    pub(crate) fn random_walk_kicks(&self) -> usize {
+        self.random_walk_kicks
     }
 
     /// The probe of a key from its 64-bit hash.
@@ -291,7 +306,7 @@ impl<L: Layout> RawTable<L> {
     pub(crate) fn insert(&self, p: Probe, unique: bool) -> Result<Inserted, InsertFailure> {
         let stats_stripe = self.stripe_of(p.primary);
         let mut displacements = 0;
-        for _ in 0..INSERT_ATTEMPTS {
+        for attempt in 0..INSERT_ATTEMPTS {
             {
                 let mut locks = self.lock_pair(p.primary, p.alternate);
                 // Under both locks no hop of this pair is in flight, so the count is exact.
@@ -306,11 +321,19 @@ impl<L: Layout> RawTable<L> {
                     return Ok(Inserted::Added);
                 }
             }
-            let Some(path) = self.search_path(p) else {
-                self.counters.failed_full(stats_stripe);
-                return Err(InsertFailure::Full);
+            let (hops, complete) = if self.random_walk_kicks == 0 {
+                let Some(path) = self.search_path(p) else {
+                    self.counters.failed_full(stats_stripe);
+                    return Err(InsertFailure::Full);
+                };
+                self.execute_path(path.hops())
+            } else {
+                let Some(path) = self.random_walk(p, attempt as u64) else {
+                    self.counters.failed_full(stats_stripe);
+                    return Err(InsertFailure::Full);
+                };
+                self.execute_path(&path)
             };
-            let (hops, complete) = self.execute_path(&path);
             displacements += hops;
             self.counters.displaced(stats_stripe, hops);
             if !complete {

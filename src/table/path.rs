@@ -1,5 +1,9 @@
-//! Cuckoo paths: a breadth-first search that reads the table without changing it, and an
-//! execution that moves the free slot backwards along the path, one re-validated hop at a time.
+//! Cuckoo paths: a breadth-first search (or, selectable for comparison, the cuckoo filter
+//! paper's random walk) that reads the table without changing it, and an execution that moves
+//! the free slot backwards along the path, one re-validated hop at a time. Both searches only
+//! propose; every change to the table is a \[W3\] hop of [`displace`](RawTable::displace), so
+//! the random walk adds no protocol step (and needs no loom model of its own: the hop models
+//! cover every table write it leads to).
 //!
 //! The search follows libcuckoo: starting from both buckets of the new key, it expands a
 //! bucket by queueing the alternate bucket of each of its fingerprints, and stops at the first
@@ -134,14 +138,77 @@ impl<L: Layout> RawTable<L> {
         path
     }
 
-    /// Executes `path` from its free end. Returns the hops made and whether all were made.
-    pub(crate) fn execute_path(&self, path: &Path) -> (usize, bool) {
-        for (done, hop) in path.hops().iter().enumerate() {
+    /// Searches a cuckoo path by a random walk, as the cuckoo filter paper inserts: from a
+    /// random one of `p`'s buckets, repeatedly pick a random slot and follow its fingerprint
+    /// to that fingerprint's other bucket, until a bucket has a free slot or
+    /// `random_walk_kicks` steps are taken. Returns the path in execution order.
+    ///
+    /// Unlike the paper's walk, this one reads the table without changing it (the path is a
+    /// proposal, executed and re-validated hop by hop like a breadth-first one, so a failed
+    /// walk moves nothing and needs no victim slot), and it cuts out cycles: a step into a
+    /// bucket already on the walk truncates the walk back to that bucket, so the path
+    /// executed never visits a bucket twice. Its displacements are the loop-free length; the
+    /// paper's in-place walk would make at least as many.
+    pub(crate) fn random_walk(&self, p: Probe, attempt: u64) -> Option<Vec<Hop>> {
+        // xorshift64* seeded from the probe and the attempt: walks differ between keys and
+        // between an insert's retries, and need no shared state.
+        let mut state = ((p.primary as u64) << 32 ^ p.fp ^ attempt.wrapping_mul(0x9E37_79B9))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            | 1;
+        let mut next = move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32
+        };
+        let mut bucket = if p.alternate != p.primary && next() & 1 == 1 {
+            p.alternate
+        } else {
+            p.primary
+        };
+        let mut walk: Vec<Hop> = Vec::new();
+        for _ in 0..=self.random_walk_kicks {
+            // ORDERING: Relaxed; the walk only proposes, each hop re-validates under its
+            // stripe locks [W3].
+            let word = L::load(&self.buckets[bucket], Ordering::Relaxed);
+            if empty_lanes::<L>(word) != 0 {
+                walk.reverse();
+                return Some(walk);
+            }
+            let slot = (next() % SLOTS as u64) as usize;
+            let fp = lane::<L>(word, slot);
+            let to = alternate_index(bucket as u64, fp, self.num_buckets) as usize;
+            if fp == 0 || to == bucket {
+                // Cannot make room; the step counts as a kick, so the loop stays bounded.
+                continue;
+            }
+            walk.push(Hop {
+                from: bucket,
+                slot,
+                fp,
+                to,
+            });
+            // Cut cycles: back at one of the key's own buckets, start over from it; back at
+            // a bucket the walk left earlier, resume from there.
+            if to == p.primary || to == p.alternate {
+                walk.clear();
+            } else if let Some(first) = walk.iter().position(|h| h.from == to) {
+                walk.truncate(first);
+            }
+            bucket = to;
+        }
+        None
+    }
+
+    /// Executes `hops` (a path in execution order) from its free end. Returns the hops made
+    /// and whether all were made.
+    pub(crate) fn execute_path(&self, hops: &[Hop]) -> (usize, bool) {
+        for (done, hop) in hops.iter().enumerate() {
             if !self.displace(*hop) {
                 return (done, false);
             }
         }
-        (path.len, true)
+        (hops.len(), true)
     }
 
     /// One hop \[W3\]: moves `hop.fp` from `hop.slot` of `hop.from` to a free slot of `hop.to`,
@@ -255,7 +322,7 @@ mod tests {
         assert_eq!((hops[0].from, hops[0].to, hops[0].fp), (5, 9, to9));
         assert_eq!((hops[1].from, hops[1].to, hops[1].fp), (0, 5, to5));
         let len = t.len();
-        assert_eq!(t.execute_path(&path), (2, true));
+        assert_eq!(t.execute_path(path.hops()), (2, true));
         assert_eq!(t.len(), len, "hops move, they do not add or drop");
         assert_eq!(t.count(t.probe_at(0, to5)), 1);
         assert_eq!(t.count(t.probe_at(5, to9)), 1);

@@ -28,25 +28,98 @@ fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The URL with any password replaced by `***`, for printing.
+/// The URL with any password replaced by `***`, for printing: the userinfo password (which
+/// may itself contain `/` or `@`) and any `password=` query parameter.
 fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_string();
     };
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => match rest[..at].find(':') {
-            Some(colon) => format!(
-                "{}{}:***{}",
-                &url[..scheme_end],
-                &rest[..colon],
-                &rest[at..]
-            ),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
+    let (head, query) = match url.find('?') {
+        Some(q) => (&url[..q], Some(&url[q..])),
+        None => (url, None),
+    };
+    // The userinfo ends at the last `@` of the part before the query.
+    let mut out = match head[scheme_end..].rfind('@') {
+        Some(at) => {
+            let userinfo = &head[scheme_end..scheme_end + at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            let password = if userinfo.contains(':') { ":***" } else { "" };
+            format!(
+                "{}{user}{password}{}",
+                &head[..scheme_end],
+                &head[scheme_end + at..]
+            )
+        }
+        None => head.to_string(),
+    };
+    if let Some(query) = query {
+        let redacted: Vec<String> = query[1..]
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&redacted.join("&"));
     }
+    out
+}
+
+/// How long a bulk step (count, clear, load a chunk, warm up) may take on a server.
+const BULK_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one lookup may take on a server before it counts as a store error.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A server call that failed, or did not answer in time.
+#[derive(Debug)]
+pub(crate) enum Bounded<E> {
+    Failed(E),
+    TimedOut(Duration),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Bounded<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bounded::Failed(error) => error.fmt(f),
+            Bounded::TimedOut(limit) => write!(f, "no answer within {} s", limit.as_secs()),
+        }
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Bounded<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Bounded::Failed(error) => error.source(),
+            Bounded::TimedOut(_) => None,
+        }
+    }
+}
+
+/// Runs `future` on `runtime`, giving up after `limit`: a stuck server must not hang the drill.
+fn bounded<T, E>(
+    runtime: &Runtime,
+    limit: Duration,
+    future: impl Future<Output = Result<T, E>>,
+) -> Result<T, Bounded<E>> {
+    match runtime.block_on(async { tokio::time::timeout(limit, future).await }) {
+        Ok(result) => result.map_err(Bounded::Failed),
+        Err(_) => Err(Bounded::TimedOut(limit)),
+    }
+}
+
+fn bounded_bulk<T, E>(
+    runtime: &Runtime,
+    future: impl Future<Output = Result<T, E>>,
+) -> Result<T, Bounded<E>> {
+    bounded(runtime, BULK_TIMEOUT, future)
+}
+
+fn bounded_request<T, E>(
+    runtime: &Runtime,
+    future: impl Future<Output = Result<T, E>>,
+) -> Result<T, Bounded<E>> {
+    bounded(runtime, REQUEST_TIMEOUT, future)
 }
 
 /// What the table holds before the drill loads it.
@@ -128,7 +201,7 @@ impl Backend {
                 url,
                 runtime,
             })
-        } else if db.starts_with("redis://") || db.starts_with("rediss://") {
+        } else if db.starts_with("redis://") {
             let runtime = runtime(threads)?;
             let url = redact(db);
             let store = connect(
@@ -136,14 +209,22 @@ impl Backend {
                 &format!("cannot open Redis at {url}"),
                 RedisStore::<i64, String>::connect(db, &args.table),
             )?;
-            Ok(Backend::Redis {
+            let backend = Backend::Redis {
                 guard: AsyncCacheGuard::new(filter, store),
                 url,
                 runtime,
-            })
-        } else if db.contains("://") {
+            };
+            // Redis has no tables to create; "missing" is a namespace without rows.
+            if args.no_create && backend.census(args.rows)?.rows == 0 {
+                return Err(CliError::new(format!(
+                    "Redis namespace {:?} holds no rows (and --no-create forbids loading them)",
+                    args.table
+                )));
+            }
+            Ok(backend)
+        } else if let Some((scheme, _)) = db.split_once("://") {
             Err(CliError::new(format!(
-                "--db {db:?}: unknown scheme; give an SQLite file path, postgres://... or redis://..."
+                "--db: unknown scheme {scheme:?}; give an SQLite file path, postgres://... or redis://..."
             )))
         } else {
             let (path, temp) = if db.is_empty() {
@@ -224,11 +305,14 @@ impl Backend {
                     k = quote("key"),
                     t = quote(table)
                 );
-                let row = runtime
-                    .block_on(guard.store().client().query_one(&sql, &[]))
+                let row = bounded_bulk(runtime, guard.store().client().query_one(&sql, &[]))
                     .context("cannot count the drill's rows")?;
-                let (count, min, max): (i64, Option<i64>, Option<i64>) =
-                    (row.get(0), row.get(1), row.get(2));
+                let read = || -> Result<(i64, Option<i64>, Option<i64>), tokio_postgres::Error> {
+                    Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+                };
+                let (count, min, max) = read().context(&format!(
+                    "table {table:?} does not have the drill's shape (a bigint \"key\")"
+                ))?;
                 Ok(Census {
                     rows: count.max(0) as u64,
                     is_drill_data: count == expect && min == Some(1) && max == Some(expect),
@@ -236,22 +320,22 @@ impl Backend {
             }
             Backend::Redis { guard, runtime, .. } => {
                 let (rows_key, keys_key) = guard.store().redis_keys();
-                let (hlen, zcard, first, last): (u64, u64, bool, bool) = runtime
-                    .block_on(
-                        redis::pipe()
-                            .cmd("HLEN")
-                            .arg(rows_key)
-                            .cmd("ZCARD")
-                            .arg(keys_key)
-                            .cmd("HEXISTS")
-                            .arg(rows_key)
-                            .arg(1)
-                            .cmd("HEXISTS")
-                            .arg(rows_key)
-                            .arg(expect)
-                            .query_async(&mut guard.store().connection()),
-                    )
-                    .context("cannot count the drill's rows")?;
+                let (hlen, zcard, first, last): (u64, u64, bool, bool) = bounded_bulk(
+                    runtime,
+                    redis::pipe()
+                        .cmd("HLEN")
+                        .arg(rows_key)
+                        .cmd("ZCARD")
+                        .arg(keys_key)
+                        .cmd("HEXISTS")
+                        .arg(rows_key)
+                        .arg(1)
+                        .cmd("HEXISTS")
+                        .arg(rows_key)
+                        .arg(expect)
+                        .query_async(&mut guard.store().connection()),
+                )
+                .context("cannot count the drill's rows")?;
                 Ok(Census {
                     rows: hlen,
                     is_drill_data: hlen == rows && zcard == rows && first && last,
@@ -277,20 +361,19 @@ impl Backend {
                 ..
             } => {
                 let sql = format!("TRUNCATE {}", quote(table));
-                runtime
-                    .block_on(guard.store().client().batch_execute(&sql))
+                bounded_bulk(runtime, guard.store().client().batch_execute(&sql))
                     .context("cannot clear the drill's table")?;
             }
             Backend::Redis { guard, runtime, .. } => {
                 let (rows_key, keys_key) = guard.store().redis_keys();
-                let () = runtime
-                    .block_on(
-                        redis::cmd("DEL")
-                            .arg(rows_key)
-                            .arg(keys_key)
-                            .query_async(&mut guard.store().connection()),
-                    )
-                    .context("cannot clear the drill's keys")?;
+                let () = bounded_bulk(
+                    runtime,
+                    redis::cmd("UNLINK")
+                        .arg(rows_key)
+                        .arg(keys_key)
+                        .query_async(&mut guard.store().connection()),
+                )
+                .context("cannot clear the drill's keys")?;
             }
         }
         Ok(())
@@ -333,25 +416,31 @@ impl Backend {
                     quote("key"),
                     quote("value")
                 );
-                runtime
-                    .block_on(guard.store().client().execute(&sql, &[&lo, &hi]))
+                bounded_bulk(runtime, guard.store().client().execute(&sql, &[&lo, &hi]))
                     .map(drop)
                     .context("cannot load the drill's rows")
             }
             Backend::Redis { guard, runtime, .. } => {
                 let (rows_key, keys_key) = guard.store().redis_keys();
-                let mut pipe = redis::pipe();
-                for k in lo..=hi {
-                    pipe.cmd("HSET")
-                        .arg(rows_key)
-                        .arg(k)
-                        .arg(value_of(k))
-                        .ignore();
-                    pipe.cmd("ZADD").arg(keys_key).arg(0).arg(k).ignore();
+                // Small pipelines: the driver times out a reply that takes too long.
+                const PIPELINE_ROWS: i64 = 2_000;
+                let mut start = lo;
+                while start <= hi {
+                    let end = (start + PIPELINE_ROWS - 1).min(hi);
+                    let mut pipe = redis::pipe();
+                    for k in start..=end {
+                        pipe.cmd("HSET")
+                            .arg(rows_key)
+                            .arg(k)
+                            .arg(value_of(k))
+                            .ignore();
+                        pipe.cmd("ZADD").arg(keys_key).arg(0).arg(k).ignore();
+                    }
+                    let () =
+                        bounded_bulk(runtime, pipe.query_async(&mut guard.store().connection()))
+                            .context("cannot load the drill's rows")?;
+                    start = end + 1;
                 }
-                let () = runtime
-                    .block_on(pipe.query_async(&mut guard.store().connection()))
-                    .context("cannot load the drill's rows")?;
                 Ok(())
             }
         }
@@ -365,12 +454,14 @@ impl Backend {
             Backend::Sqlite { guard, .. } => guard
                 .warm_up(PAGE, |p| progress(p.keys_loaded))
                 .context("warm-up failed")?,
-            Backend::Postgres { guard, runtime, .. } => runtime
-                .block_on(guard.warm_up(PAGE, |p| progress(p.keys_loaded)))
-                .context("warm-up failed")?,
-            Backend::Redis { guard, runtime, .. } => runtime
-                .block_on(guard.warm_up(PAGE, |p| progress(p.keys_loaded)))
-                .context("warm-up failed")?,
+            Backend::Postgres { guard, runtime, .. } => {
+                bounded_bulk(runtime, guard.warm_up(PAGE, |p| progress(p.keys_loaded)))
+                    .context("warm-up failed")?
+            }
+            Backend::Redis { guard, runtime, .. } => {
+                bounded_bulk(runtime, guard.warm_up(PAGE, |p| progress(p.keys_loaded)))
+                    .context("warm-up failed")?
+            }
         };
         Ok(done.keys_loaded)
     }
@@ -391,12 +482,10 @@ impl Backend {
                 .get(&key)
                 .map(|row| row.is_some())
                 .map_err(|e| e.to_string()),
-            Backend::Postgres { guard, runtime, .. } => runtime
-                .block_on(guard.get(&key))
+            Backend::Postgres { guard, runtime, .. } => bounded_request(runtime, guard.get(&key))
                 .map(|row| row.is_some())
                 .map_err(|e| e.to_string()),
-            Backend::Redis { guard, runtime, .. } => runtime
-                .block_on(guard.get(&key))
+            Backend::Redis { guard, runtime, .. } => bounded_request(runtime, guard.get(&key))
                 .map(|row| row.is_some())
                 .map_err(|e| e.to_string()),
         }
@@ -433,8 +522,7 @@ fn async_present<S: AsyncStore<Key = i64>>(
     store: &S,
     key: i64,
 ) -> Result<bool, String> {
-    runtime
-        .block_on(store.get(&key))
+    bounded_request(runtime, store.get(&key))
         .map(|row| row.is_some())
         .map_err(|e| e.to_string())
 }
@@ -453,6 +541,14 @@ mod tests {
         assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert_eq!(redact("redis://:pw@host"), "redis://:***@host");
         assert_eq!(redact("plain/path"), "plain/path");
+        assert_eq!(
+            redact("postgres://u:pa/ss@host/db"),
+            "postgres://u:***@host/db"
+        );
+        assert_eq!(
+            redact("postgres://host/db?user=u&password=secret&x=1"),
+            "postgres://host/db?user=u&password=***&x=1"
+        );
     }
 
     #[test]

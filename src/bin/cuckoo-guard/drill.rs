@@ -1,6 +1,7 @@
 //! The penetration drill: load, warm up, two phases of traffic (straight to the database, then
 //! through the guard), then check every "absent" answer the guard gave against the database.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::GuardStats;
@@ -16,16 +17,16 @@ use crate::report::{Filter, Phase, Report, Setup, Verification};
 use crate::{CliError, Context, DrillArgs};
 
 /// The most rows the drill loads (keys are `1..=N`, attack keys lie above `N`).
-pub(crate) const MAX_ROWS: u64 = 1 << 40;
+pub(crate) const MAX_ROWS: u64 = 1_000_000_000;
 /// Attack keys are drawn from `N+1..=ATTACK_KEY_MAX`.
 const ATTACK_KEY_MAX: i64 = 1 << 62;
 /// Rows inserted per transaction or pipeline while loading.
 const LOAD_CHUNK: u64 = 50_000;
 /// Keys the guard answered "absent" that each thread keeps for the check against the database.
 const ABSENT_SAMPLE_PER_THREAD: usize = 5_000;
-/// Legitimate keys answered "absent" that each thread keeps (all of them are checked; beyond
-/// this many the count is still exact but only these are re-queried).
-const MISSING_KEPT_PER_THREAD: usize = 100_000;
+/// Distinct legitimate keys answered "absent" that each thread keeps to re-query; answers
+/// beyond them are counted as unchecked (and fail the drill).
+const MISSING_KEPT_PER_THREAD: usize = 10_000;
 /// Latencies are recorded in nanoseconds up to a minute.
 const LATENCY_MAX_NS: u64 = 60_000_000_000;
 
@@ -68,16 +69,26 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
     }
 
     if let Some(keys) = args.sabotage_filter {
-        for key in 1..=keys.min(args.rows) as i64 {
+        // The hottest keys (traffic finds them) and the coldest (only the sweep does).
+        let keys = keys.min(args.rows / 2) as i64;
+        let n = args.rows as i64;
+        for key in (1..=keys).chain(n - keys + 1..=n) {
             backend.filter().remove(&key);
         }
     }
 
-    let direct = run_phase(args, &backend, threads, seed, Mode::Direct);
+    let direct = run_phase(args, &backend, threads, seed, Mode::Direct)?;
     let before = backend.stats();
-    let guarded = run_phase(args, &backend, threads, seed, Mode::Guarded);
+    let guarded = run_phase(args, &backend, threads, seed, Mode::Guarded)?;
     let after = backend.stats();
-    let verification = verify(&backend, &direct, &guarded)?;
+    let mut verification = verify(&backend, &direct, &guarded)?;
+    // The traffic only checks keys it happened to ask for; under Zipf many rows are never
+    // asked for. The table holds exactly the keys 1..=N (checked before the warm-up), so
+    // every one of them must pass the filter.
+    verification.sweep_checked = args.rows;
+    verification.sweep_false_negatives = (1..=args.rows as i64)
+        .filter(|key| !backend.filter().contains(key))
+        .count() as u64;
 
     let filter = backend.filter();
     let filter = Filter {
@@ -100,6 +111,8 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
             warm_secs,
             threads,
             phase_secs: args.duration,
+            requested_fpr: args.fpr,
+            headroom: args.headroom,
             attack_share: args.attack,
             zipf: args.zipf,
             seed,
@@ -174,7 +187,10 @@ struct Tally {
     attack: u64,
     /// Legitimate keys (all of which exist) answered "absent".
     legit_absent: u64,
-    legit_absent_keys: Vec<i64>,
+    /// Distinct legitimate keys answered "absent" (up to a bound).
+    legit_absent_keys: HashSet<i64>,
+    /// Answers "absent" for legitimate keys not kept for the check (beyond the bound).
+    legit_absent_unkept: u64,
     /// Attack keys (none of which exists) answered "present".
     attack_present: u64,
     /// A sample of attack keys answered "absent", to check against the database.
@@ -190,7 +206,8 @@ impl Tally {
             legit: 0,
             attack: 0,
             legit_absent: 0,
-            legit_absent_keys: Vec::new(),
+            legit_absent_unkept: 0,
+            legit_absent_keys: HashSet::new(),
             attack_present: 0,
             absent_sample: Vec::new(),
             errors: 0,
@@ -204,6 +221,7 @@ impl Tally {
         self.legit += other.legit;
         self.attack += other.attack;
         self.legit_absent += other.legit_absent;
+        self.legit_absent_unkept += other.legit_absent_unkept;
         self.legit_absent_keys.extend(other.legit_absent_keys);
         self.attack_present += other.attack_present;
         self.absent_sample.extend(other.absent_sample);
@@ -272,7 +290,7 @@ fn run_phase(
     threads: usize,
     seed: u64,
     mode: Mode,
-) -> PhaseRun {
+) -> Result<PhaseRun, CliError> {
     let duration = args.phase_duration();
     let message = match mode {
         Mode::Direct => "traffic without guard",
@@ -287,28 +305,41 @@ fn run_phase(
     let started = Instant::now();
     let deadline = started + duration;
     let mut total = Tally::new();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| s.spawn(move || traffic(args, backend, mode, seed, t as u64, deadline)))
-            .collect();
+    let mut last_end = started;
+    std::thread::scope(|s| -> Result<(), CliError> {
+        let mut workers = Vec::with_capacity(threads);
+        for t in 0..threads {
+            let worker = std::thread::Builder::new()
+                .name(format!("traffic-{t}"))
+                .spawn_scoped(s, move || {
+                    traffic(args, backend, mode, seed, t as u64, deadline)
+                })
+                .context("cannot start a traffic thread")?;
+            workers.push(worker);
+        }
         while !workers.iter().all(|w| w.is_finished()) {
             progress.set_position(started.elapsed().as_millis() as u64);
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(20));
         }
         for worker in workers {
             match worker.join() {
-                Ok(tally) => total.merge(tally),
+                Ok((tally, end)) => {
+                    total.merge(tally);
+                    last_end = last_end.max(end);
+                }
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
-    });
-    let elapsed = started.elapsed();
+        Ok(())
+    })?;
     progress.finish_and_clear();
-    PhaseRun {
+    // From the common start to the last thread's last answer: spawning and the progress
+    // loop's polling are not traffic.
+    Ok(PhaseRun {
         mode,
         tally: total,
-        elapsed,
-    }
+        elapsed: last_end - started,
+    })
 }
 
 /// One traffic thread: legitimate Zipf lookups of existing keys mixed with attack lookups of
@@ -320,7 +351,7 @@ fn traffic(
     seed: u64,
     thread: u64,
     deadline: Instant,
-) -> Tally {
+) -> (Tally, Instant) {
     let mut rng = SmallRng::seed_from_u64(seed ^ thread.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     // Validated: rows >= 1 and the exponent >= 0.
     let zipf = Zipf::new(args.rows as f64, args.zipf).expect("validated Zipf parameters");
@@ -358,7 +389,9 @@ fn traffic(
             Ok(false) => {
                 tally.legit_absent += 1;
                 if tally.legit_absent_keys.len() < MISSING_KEPT_PER_THREAD {
-                    tally.legit_absent_keys.push(key);
+                    tally.legit_absent_keys.insert(key);
+                } else if !tally.legit_absent_keys.contains(&key) {
+                    tally.legit_absent_unkept += 1;
                 }
             }
             Err(error) => {
@@ -367,7 +400,7 @@ fn traffic(
             }
         }
         if end >= deadline {
-            return tally;
+            return (tally, end);
         }
     }
 }
@@ -393,9 +426,6 @@ fn verify(
             rows_missing += 1;
         }
     }
-    // Keys beyond the kept list were answered absent too; unchecked, they count as false
-    // negatives (the drill must not pass on what it did not check).
-    false_negatives += guarded.tally.legit_absent - guarded.tally.legit_absent_keys.len() as u64;
     let mut absent_checked = 0u64;
     for &key in &guarded.tally.absent_sample {
         absent_checked += 1;
@@ -405,9 +435,14 @@ fn verify(
     }
     Ok(Verification {
         legit_absent_checked: guarded.tally.legit_absent_keys.len() as u64,
+        legit_absent_unchecked: guarded.tally.legit_absent_unkept,
+        sweep_checked: 0,
+        sweep_false_negatives: 0,
         absent_sample_checked: absent_checked,
         false_negatives,
-        rows_missing: rows_missing + direct.tally.legit_absent,
+        rows_missing: rows_missing
+            + direct.tally.legit_absent_keys.len() as u64
+            + direct.tally.legit_absent_unkept,
         attack_keys_present: direct.tally.attack_present + guarded.tally.attack_present,
     })
 }

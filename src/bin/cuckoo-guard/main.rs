@@ -33,6 +33,9 @@ enum Command {
     Drill(DrillArgs),
 }
 
+/// The most traffic threads (each keeps a latency histogram and a sample of keys).
+const MAX_THREADS: usize = 1024;
+
 /// Options of the drill.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DrillArgs {
@@ -77,8 +80,9 @@ pub(crate) struct DrillArgs {
     #[arg(long)]
     pub(crate) json: bool,
     /// Negative control of the false-negative check, for the tool's tests: after the warm-up,
-    /// remove the keys 1..=K from the guard's filter (not from the database), so the guard
-    /// wrongly answers "absent" for the hottest keys and the drill must fail.
+    /// remove the keys 1..=K and N-K+1..=N from the guard's filter (not from the database),
+    /// so the guard wrongly answers "absent" for the hottest keys (which the traffic finds)
+    /// and the coldest (which only the sweep finds), and the drill must fail.
     #[arg(long, hide = true, value_name = "K")]
     pub(crate) sabotage_filter: Option<u64>,
 }
@@ -92,8 +96,10 @@ impl DrillArgs {
         if self.rows > drill::MAX_ROWS {
             return Err(format!("--rows must be at most {}", drill::MAX_ROWS));
         }
-        if self.threads == Some(0) {
-            return Err("--threads must be at least 1".into());
+        if let Some(threads) = self.threads {
+            if !(1..=MAX_THREADS).contains(&threads) {
+                return Err(format!("--threads must be between 1 and {MAX_THREADS}"));
+            }
         }
         if !(self.duration.is_finite() && self.duration > 0.0 && self.duration <= 86_400.0) {
             return Err("--duration must be a number of seconds above 0 (at most a day)".into());
@@ -190,11 +196,13 @@ fn main() -> ExitCode {
     }
     match drill::run(&args) {
         Ok(report) => {
-            if args.json {
-                println!("{}", report::to_json(&report));
+            let text = if args.json {
+                format!("{}\n", report::to_json(&report))
             } else {
-                print!("{}", report::to_table(&report));
-            }
+                report::to_table(&report)
+            };
+            // A closed stdout (`| head`) is not worth a panic; the exit code still tells.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             let failures = report.failures();
             if failures.is_empty() {
                 ExitCode::SUCCESS

@@ -17,6 +17,10 @@ pub(crate) struct Setup {
     pub(crate) warm_secs: f64,
     pub(crate) threads: usize,
     pub(crate) phase_secs: f64,
+    /// `--fpr`: the rate asked for (the filter picks the narrowest width that meets it).
+    pub(crate) requested_fpr: f64,
+    /// `--headroom`: filter capacity as a multiple of the rows.
+    pub(crate) headroom: f64,
     pub(crate) attack_share: f64,
     pub(crate) zipf: f64,
     pub(crate) seed: u64,
@@ -57,8 +61,16 @@ pub(crate) struct Phase {
 /// The check of the guard's "absent" answers against the database.
 #[derive(Debug)]
 pub(crate) struct Verification {
-    /// Legitimate keys the guard answered absent, each re-queried.
+    /// Distinct legitimate keys the guard answered absent, each re-queried.
     pub(crate) legit_absent_checked: u64,
+    /// "Absent" answers for legitimate keys beyond those kept for re-querying (each fails the
+    /// drill: it was not checked).
+    pub(crate) legit_absent_unchecked: u64,
+    /// Keys `1..=N` whose presence in the filter was checked after the traffic (all rows).
+    pub(crate) sweep_checked: u64,
+    /// Of those, keys the filter reported absent: false negatives the traffic may not have
+    /// asked for. Must be 0.
+    pub(crate) sweep_false_negatives: u64,
     /// Attack keys the guard answered absent, re-queried (a sample).
     pub(crate) absent_sample_checked: u64,
     /// Keys the guard answered absent that the database has. Must be 0.
@@ -114,6 +126,18 @@ impl Report {
             failures.push(format!(
                 "{} false negatives: the guard answered \"absent\" for keys the database has",
                 v.false_negatives
+            ));
+        }
+        if v.sweep_false_negatives > 0 {
+            failures.push(format!(
+                "{} false negatives in the sweep: rows of the table the filter reports absent",
+                v.sweep_false_negatives
+            ));
+        }
+        if v.legit_absent_unchecked > 0 {
+            failures.push(format!(
+                "{} \"absent\" answers for existing keys were too many to re-check",
+                v.legit_absent_unchecked
             ));
         }
         if v.rows_missing > 0 || v.attack_keys_present > 0 {
@@ -180,7 +204,7 @@ pub(crate) fn to_table(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "  {} threads, {} s per phase, {:.0}% attack (random absent keys), legitimate keys Zipf({}), seed {}",
+        "  {} threads, {} s per phase (without the guard first), {:.0}% attack (random keys above the largest row), legitimate keys Zipf({}), seed {}",
         s.threads,
         s.phase_secs,
         s.attack_share * 100.0,
@@ -199,11 +223,12 @@ pub(crate) fn to_table(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "  filter: {}-bit fingerprints, {} of {} slots ({:.1}% load), {:.1} MiB ({:.1} bits per row)",
+        "  filter: {}-bit fingerprints, {} of {} slots ({:.1}% load, capacity {}x the rows), {:.1} MiB ({:.1} bits per row)",
         f.fingerprint_bits,
         thousands(f.len as u64),
         thousands(f.capacity as u64),
         f.load_factor * 100.0,
+        s.headroom,
         f.memory_bytes as f64 / (1024.0 * 1024.0),
         f.memory_bytes as f64 * 8.0 / s.rows as f64
     );
@@ -265,17 +290,22 @@ pub(crate) fn to_table(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "  false-positive rate    {} observed, {} expected at this load, {} configured (at 95% load)",
+        "  false-positive rate    {} observed, {} expected at this load, {} for the {}-bit width at 95% load (asked for at most {})",
         percent(r.observed_fpr(), 4),
         percent(Some(f.expected_fpr), 4),
-        percent(Some(f.configured_fpr), 4)
+        percent(Some(f.configured_fpr), 4),
+        f.fingerprint_bits,
+        percent(Some(s.requested_fpr), 4)
     );
     let _ = writeln!(
         out,
-        "  false negatives        {} (checked against the database: {} legitimate keys answered absent, {} sampled blocked keys)",
-        v.false_negatives,
+        "  false negatives        {} (re-queried: {} legitimate keys answered absent, {} sampled blocked keys; \
+         swept: {} of {} rows pass the filter)",
+        v.false_negatives + v.sweep_false_negatives + v.legit_absent_unchecked,
         thousands(v.legit_absent_checked),
-        thousands(v.absent_sample_checked)
+        thousands(v.absent_sample_checked),
+        thousands(v.sweep_checked - v.sweep_false_negatives),
+        thousands(v.sweep_checked)
     );
     out
 }
@@ -312,6 +342,8 @@ pub(crate) fn to_json(r: &Report) -> Value {
             "warm_up_seconds": s.warm_secs,
             "threads": s.threads,
             "phase_seconds": s.phase_secs,
+            "requested_false_positive_rate": s.requested_fpr,
+            "headroom": s.headroom,
             "attack_share": s.attack_share,
             "zipf": s.zipf,
             "seed": s.seed,
@@ -333,8 +365,12 @@ pub(crate) fn to_json(r: &Report) -> Value {
         "observed_false_positive_rate": r.observed_fpr(),
         "verification": {
             "legit_absent_checked": v.legit_absent_checked,
+            "legit_absent_unchecked": v.legit_absent_unchecked,
+            "sweep_checked": v.sweep_checked,
+            "sweep_false_negatives": v.sweep_false_negatives,
             "absent_sample_checked": v.absent_sample_checked,
-            "false_negatives": v.false_negatives,
+            "false_negatives": v.false_negatives + v.sweep_false_negatives + v.legit_absent_unchecked,
+            "false_negatives_in_traffic": v.false_negatives,
             "rows_missing": v.rows_missing,
             "attack_keys_present": v.attack_keys_present,
         },
