@@ -56,12 +56,19 @@ fn false_positive_rate_8_bit() {
 
 /// Inserts distinct keys into a default filter until the first `InsertError`.
 fn first_failure(bits: u32, capacity: usize, seed: u64) -> (f64, f64, usize) {
-    let filter = CuckooFilter::builder()
-        .capacity(capacity)
-        .fingerprint_bits(bits)
-        .seed(seed)
-        .build()
-        .unwrap();
+    fill_until_failure(
+        CuckooFilter::builder()
+            .capacity(capacity)
+            .fingerprint_bits(bits)
+            .seed(seed)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// Inserts distinct keys into `filter` until the first `InsertError`; returns the load then,
+/// the mean displacements per insert and the longest path used.
+fn fill_until_failure(filter: CuckooFilter) -> (f64, f64, usize) {
     let mut k = 0u64;
     while filter.insert(&k).is_ok() {
         k += 1;
@@ -111,22 +118,18 @@ fn breadth_first_search_beats_the_random_walk() {
         let mut displacements = [0.0f64; 3];
         for (i, (max_path_len, mode)) in modes.into_iter().enumerate() {
             for seed in 0..SEEDS {
-                let filter = CuckooFilter::builder()
-                    .capacity(500_000)
-                    .fingerprint_bits(bits)
-                    .max_path_len(max_path_len)
-                    .displacement(mode)
-                    .seed(seed)
-                    .build()
-                    .unwrap();
-                let mut k = 0u64;
-                while filter.insert(&k).is_ok() {
-                    k += 1;
-                }
-                let stats = filter.stats();
-                loads[i] += filter.load_factor() / SEEDS as f64;
-                displacements[i] +=
-                    stats.displacements as f64 / stats.inserts as f64 / SEEDS as f64;
+                let (load, mean, _) = fill_until_failure(
+                    CuckooFilter::builder()
+                        .capacity(500_000)
+                        .fingerprint_bits(bits)
+                        .max_path_len(max_path_len)
+                        .displacement(mode)
+                        .seed(seed)
+                        .build()
+                        .unwrap(),
+                );
+                loads[i] += load / SEEDS as f64;
+                displacements[i] += mean / SEEDS as f64;
             }
         }
         println!(
