@@ -77,8 +77,10 @@ impl Counters {
             &shard.inserts_by_displacements[displacements.min(MAX_PATH_LEN - 1)],
             1,
         );
-        if displacements > 0 {
-            // ORDERING: Relaxed; a statistic, publishes nothing.
+        // A plain load first: most inserts set no new maximum and need no read-modify-write.
+        // ORDERING: Relaxed; a statistic, publishes nothing.
+        if displacements as u64 > shard.max_displacements.load(Ordering::Relaxed) {
+            // ORDERING: Relaxed; as above.
             shard
                 .max_displacements
                 .fetch_max(displacements as u64, Ordering::Relaxed);

@@ -321,18 +321,16 @@ impl<L: Layout> RawTable<L> {
                     return Ok(Inserted::Added);
                 }
             }
-            let (hops, complete) = if self.random_walk_kicks == 0 {
-                let Some(path) = self.search_path(p) else {
-                    self.counters.failed_full(stats_stripe);
-                    return Err(InsertFailure::Full);
-                };
-                self.execute_path(path.hops())
+            let executed = if self.random_walk_kicks == 0 {
+                self.search_path(p)
+                    .map(|path| self.execute_path(path.hops()))
             } else {
-                let Some(path) = self.random_walk(p, attempt as u64) else {
-                    self.counters.failed_full(stats_stripe);
-                    return Err(InsertFailure::Full);
-                };
-                self.execute_path(&path)
+                self.random_walk(p, attempt as u64)
+                    .map(|path| self.execute_path(&path))
+            };
+            let Some((hops, complete)) = executed else {
+                self.counters.failed_full(stats_stripe);
+                return Err(InsertFailure::Full);
             };
             displacements += hops;
             self.counters.displaced(stats_stripe, hops);
