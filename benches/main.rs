@@ -104,12 +104,6 @@ fn lookup(c: &mut Criterion) {
             group.measurement_time(Duration::from_secs(3));
             group.warm_up_time(Duration::from_secs(1));
             bench_lookups(&mut group, "cuckoo-guard", &filter, queries, &THREADS);
-            group.bench_function(BenchmarkId::new("cuckoo-guard reader", "1t"), |b| {
-                b.iter(|| {
-                    let reader = filter.reader();
-                    black_box(queries.iter().filter(|&&k| reader.contains(&k)).count())
-                })
-            });
             bench_lookups(&mut group, "probe", &probe, queries, &THREADS);
             bench_lookups(&mut group, "DashSet sip", &dash_sip, queries, &THREADS);
             bench_lookups(&mut group, "DashSet ahash", &dash_ahash, queries, &THREADS);

@@ -8,7 +8,6 @@ use ahash::RandomState;
 
 use crate::error::{BuildError, InsertError};
 use crate::fingerprint::{Fp16, Fp8, Layout, SLOTS};
-use crate::reclaim::{pin, Current, Guard};
 use crate::stats::{Stats, MAX_PATH_LEN};
 use crate::table::{InsertFailure, Inserted, Probe, RawTable};
 
@@ -142,7 +141,11 @@ impl Table {
 /// ```
 pub struct CuckooFilter<S = RandomState> {
     hash_builder: S,
-    table: Current<Table>,
+    /// Held inline and never replaced: lookups load it with no epoch pin or hazard pointer
+    /// (a pin is a full barrier per call, measured at about 30% of lookup speed). Growth,
+    /// when it comes, must keep that: a table it replaces stays allocated until the filter is
+    /// dropped or mutably borrowed, which doubling bounds at one table's size.
+    table: Table,
 }
 
 impl CuckooFilter<RandomState> {
@@ -268,8 +271,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
         unique: bool,
     ) -> Result<Inserted, InsertError> {
         let hash = self.hash(key);
-        let guard = pin();
-        let table = self.table.load(&guard);
+        let table = &self.table;
         let result = with_table!(table, t => t.insert(t.probe(hash), unique));
         result.map_err(|failure| match failure {
             InsertFailure::Full => InsertError::Full {
@@ -299,15 +301,14 @@ impl<S: BuildHasher> CuckooFilter<S> {
     #[inline]
     pub fn contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let hash = self.hash(key);
-        let guard = pin();
-        self.table.load(&guard).contains(hash)
+        self.table.contains(hash)
     }
 
     /// Looks up every key of `keys`, writing `results[i] = contains(&keys[i])`.
     ///
     /// Faster than calling [`contains`](Self::contains) in a loop on large filters: keys are
     /// hashed and their buckets prefetched 16 at a time before any is probed, so the memory
-    /// loads overlap, and the epoch is pinned once for the whole slice. Allocates nothing.
+    /// loads of consecutive keys overlap. Allocates nothing.
     ///
     /// # Panics
     ///
@@ -325,10 +326,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(found[1]);
     /// ```
     pub fn contains_many<K: Hash>(&self, keys: &[K], results: &mut [bool]) {
-        let guard = pin();
-        self.table
-            .load(&guard)
-            .contains_many(&self.hash_builder, keys, results);
+        self.table.contains_many(&self.hash_builder, keys, results);
     }
 
     /// Removes one copy of `key`'s fingerprint; returns whether one was found.
@@ -350,8 +348,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn remove<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let hash = self.hash(key);
-        let guard = pin();
-        let table = self.table.load(&guard);
+        let table = &self.table;
         with_table!(table, t => t.remove(t.probe(hash)))
     }
 
@@ -371,34 +368,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn count<K: Hash + ?Sized>(&self, key: &K) -> usize {
         let hash = self.hash(key);
-        let guard = pin();
-        self.table.load(&guard).count(hash)
-    }
-
-    /// A [`FilterReader`]: this filter with the epoch pinned once, for a burst of lookups.
-    ///
-    /// Each [`contains`](Self::contains) pins and unpins an epoch (one atomic
-    /// read-modify-write, which on x86 also limits how far consecutive lookups overlap their
-    /// memory loads); a reader pins once. On a filter larger than the CPU caches, lookups
-    /// through a reader are about 1.4x faster. Keep a reader for a batch of work, not across
-    /// blocking calls: while it lives, tables retired by a future grow stay allocated.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::CuckooFilter;
-    ///
-    /// let filter = CuckooFilter::with_capacity(1_000);
-    /// filter.insert(&3).unwrap();
-    /// let reader = filter.reader();
-    /// let found = (0..10).filter(|k| reader.contains(k)).count();
-    /// assert!(found >= 1);
-    /// ```
-    pub fn reader(&self) -> FilterReader<'_, S> {
-        FilterReader {
-            filter: self,
-            guard: pin(),
-        }
+        self.table.count(hash)
     }
 }
 
@@ -417,8 +387,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        let guard = pin();
-        with_table!(self.table.load(&guard), t => t.len())
+        with_table!(&self.table, t => t.len())
     }
 
     /// Whether no fingerprint is stored.
@@ -447,8 +416,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.capacity() % 4, 0);
     /// ```
     pub fn capacity(&self) -> usize {
-        let guard = pin();
-        with_table!(self.table.load(&guard), t => t.capacity())
+        with_table!(&self.table, t => t.capacity())
     }
 
     /// `len() / capacity()`.
@@ -497,8 +465,7 @@ impl<S> CuckooFilter<S> {
     /// # Ok::<(), cuckoo_guard::BuildError>(())
     /// ```
     pub fn fingerprint_bits(&self) -> u32 {
-        let guard = pin();
-        match self.table.load(&guard) {
+        match self.table {
             Table::Fp8(_) => Fp8::BITS,
             Table::Fp16(_) => Fp16::BITS,
         }
@@ -514,8 +481,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(CuckooFilter::with_capacity(10).displacement(), Displacement::BreadthFirst);
     /// ```
     pub fn displacement(&self) -> Displacement {
-        let guard = pin();
-        match with_table!(self.table.load(&guard), t => t.random_walk_kicks()) {
+        match with_table!(&self.table, t => t.random_walk_kicks()) {
             0 => Displacement::BreadthFirst,
             max_kicks => Displacement::RandomWalk { max_kicks },
         }
@@ -531,13 +497,12 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(CuckooFilter::with_capacity(10).max_path_len(), 5);
     /// ```
     pub fn max_path_len(&self) -> usize {
-        let guard = pin();
-        with_table!(self.table.load(&guard), t => t.max_path_len())
+        with_table!(&self.table, t => t.max_path_len())
     }
 
-    /// Heap bytes owned by the filter: the bucket array, the stripe words, the statistics
-    /// counters and the table header. Excludes the hasher (stored inline) and the transient
-    /// queue of a running path search.
+    /// Heap bytes owned by the filter: the bucket array, the stripe words and the statistics
+    /// counters. Excludes the filter's own inline fields (the hasher and the table's sizes)
+    /// and the transient queue of a running path search.
     ///
     /// At 16-bit fingerprints the buckets take 16 bits per slot, so a full filter costs
     /// `16 / load` bits per key plus 32 KiB of stripes.
@@ -552,8 +517,7 @@ impl<S> CuckooFilter<S> {
     /// assert!(bits_per_key < 17.5);
     /// ```
     pub fn memory_usage(&self) -> usize {
-        let guard = pin();
-        std::mem::size_of::<Table>() + with_table!(self.table.load(&guard), t => t.heap_bytes())
+        with_table!(&self.table, t => t.heap_bytes())
     }
 
     /// Removes every fingerprint.
@@ -574,8 +538,7 @@ impl<S> CuckooFilter<S> {
     /// assert!(!filter.contains("a"));
     /// ```
     pub fn clear(&self) {
-        let guard = pin();
-        with_table!(self.table.load(&guard), t => t.clear())
+        with_table!(&self.table, t => t.clear())
     }
 
     /// Size and operation counters: inserts, failures, displacements, the histogram of
@@ -592,8 +555,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.stats().failed_inserts, 0);
     /// ```
     pub fn stats(&self) -> Stats {
-        let guard = pin();
-        with_table!(self.table.load(&guard), t => {
+        with_table!(&self.table, t => {
             t.counters().snapshot(t.len(), t.capacity(), t.max_path_len())
         })
     }
@@ -623,97 +585,6 @@ impl<S> fmt::Debug for CuckooFilter<S> {
             .field("capacity", &self.capacity())
             .field("fingerprint_bits", &self.fingerprint_bits())
             .field("max_path_len", &self.max_path_len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// A [`CuckooFilter`] with the epoch pinned, for a burst of lookups without a pin per call;
-/// from [`CuckooFilter::reader`].
-///
-/// Answers exactly as the filter does (the same guarantees, including no false negatives for
-/// keys inserted before each lookup began). It is tied to the thread that created it (`!Send`).
-///
-/// # Examples
-///
-/// ```
-/// use cuckoo_guard::CuckooFilter;
-///
-/// let filter = CuckooFilter::with_capacity(1_000);
-/// filter.insert("present").unwrap();
-/// let reader = filter.reader();
-/// assert!(reader.contains("present"));
-/// let mut found = [false; 2];
-/// reader.contains_many(&["present", "absent"], &mut found);
-/// assert!(found[0]);
-/// ```
-pub struct FilterReader<'a, S = RandomState> {
-    filter: &'a CuckooFilter<S>,
-    guard: Guard,
-}
-
-impl<S: BuildHasher> FilterReader<'_, S> {
-    /// As [`CuckooFilter::contains`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::CuckooFilter;
-    ///
-    /// let filter = CuckooFilter::with_capacity(10);
-    /// filter.insert(&1).unwrap();
-    /// assert!(filter.reader().contains(&1));
-    /// ```
-    #[inline]
-    pub fn contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
-        let hash = self.filter.hash(key);
-        self.filter.table.load(&self.guard).contains(hash)
-    }
-
-    /// As [`CuckooFilter::contains_many`].
-    ///
-    /// # Panics
-    ///
-    /// Panics if `results.len() != keys.len()`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::CuckooFilter;
-    ///
-    /// let filter = CuckooFilter::with_capacity(10);
-    /// filter.insert(&1).unwrap();
-    /// let mut found = [false; 2];
-    /// filter.reader().contains_many(&[1, 2], &mut found);
-    /// assert!(found[0]);
-    /// ```
-    pub fn contains_many<K: Hash>(&self, keys: &[K], results: &mut [bool]) {
-        self.filter
-            .table
-            .load(&self.guard)
-            .contains_many(&self.filter.hash_builder, keys, results);
-    }
-
-    /// As [`CuckooFilter::count`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::CuckooFilter;
-    ///
-    /// let filter = CuckooFilter::with_capacity(10);
-    /// filter.insert(&1).unwrap();
-    /// assert_eq!(filter.reader().count(&1), 1);
-    /// ```
-    pub fn count<K: Hash + ?Sized>(&self, key: &K) -> usize {
-        let hash = self.filter.hash(key);
-        self.filter.table.load(&self.guard).count(hash)
-    }
-}
-
-impl<S> fmt::Debug for FilterReader<'_, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FilterReader")
-            .field("filter", self.filter)
             .finish_non_exhaustive()
     }
 }
@@ -939,7 +810,7 @@ impl<S> Builder<S> {
         .ok_or(allocation_failed)?;
         Ok(CuckooFilter {
             hash_builder: self.hash_builder,
-            table: Current::new(table),
+            table,
         })
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! A bucket is four fingerprint slots packed into one aligned atomic word: 4 x 16 bits in an
 //! `AtomicU64` ([`Fp16`]) or 4 x 8 bits in an `AtomicU32` ([`Fp8`]). A fingerprint is never 0;
-//! 0 marks an empty slot. Slot matching is SWAR (SIMD within a register): one XOR with the
-//! fingerprint repeated in every lane, then a zero-lane test, so no loop runs per slot.
+//! 0 marks an empty slot. No loop runs per slot: a lookup compares both of its buckets at once
+//! in one SSE2 register on x86_64 ([`pair_has_match`]); elsewhere, and for the writers' slot
+//! searches, matching is SWAR (SIMD within a register): one XOR with the fingerprint repeated
+//! in every lane, then a zero-lane test.
 //!
 //! From one 64-bit keyed hash, the low 32 bits give the fingerprint and the high 32 bits give
 //! the primary bucket, so the two are independent. The alternate bucket is
@@ -117,11 +119,13 @@ fn fingerprint_offset(fp: u64, buckets: u64) -> u64 {
     // sequence and the two-step neighbours of bucket `i`, `i + h(w) - h(v)`, depend almost only
     // on `w - v`: with 8-bit fingerprints the cuckoo graph becomes a lattice with ~510 distinct
     // two-step offsets instead of ~65,000, and the load at the first failed insert dropped from
-    // 96.3% to 94.4% at 4 million keys (`examples/first_failure.rs 8`). The xor-shift and second
-    // multiply break the linearity; the multiply-high maps the result into `0..buckets`.
+    // 96.3% to 94.4% at 4 million keys (`examples/first_failure.rs 8`). Folding the product's
+    // high bits onto its low bits with XOR breaks the linearity at the cost of one shift and
+    // one XOR; the 32-bit multiply-high then maps the result into `0..buckets` (`buckets` is at
+    // most 2^32). Every instruction here is on the lookup path, so this is kept minimal.
     let x = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mixed = (x ^ (x >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    ((u128::from(mixed) * u128::from(buckets)) >> 64) as u64
+    let mixed = u64::from((x ^ (x >> 29)) as u32);
+    (mixed * buckets) >> 32
 }
 
 /// The other bucket of a fingerprint stored in `index`: `(h(fp) - index) mod buckets`.
@@ -132,12 +136,10 @@ fn fingerprint_offset(fp: u64, buckets: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn alternate_index(index: u64, fp: u64, buckets: u64) -> u64 {
     debug_assert!(index < buckets);
-    let t = fingerprint_offset(fp, buckets) + (buckets - index);
-    if t >= buckets {
-        t - buckets
-    } else {
-        t
-    }
+    // Both operands are below `buckets`, so the difference is in `(-buckets, buckets)`: one
+    // subtraction and, on a borrow, one addition fold it into range.
+    let (difference, borrow) = fingerprint_offset(fp, buckets).overflowing_sub(index);
+    difference.wrapping_add(if borrow { buckets } else { 0 })
 }
 
 /// The fingerprint repeated in every lane, to XOR against a bucket word.
@@ -150,10 +152,52 @@ pub(crate) fn splat<L: Layout>(fp: u64) -> u64 {
 ///
 /// The classic "has a zero lane" test: borrows can flag extra lanes above a zero lane, but the
 /// yes/no answer for the whole word is exact.
+///
+/// The lookup path uses [`pair_has_match`], which is SSE2 on x86_64 and this test elsewhere.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
 #[inline(always)]
 pub(crate) fn has_match<L: Layout>(word: u64, pattern: u64) -> bool {
     let x = word ^ pattern;
     (x.wrapping_sub(L::LO) & !x & L::HI) != 0
+}
+
+/// Whether either of two bucket words holds fingerprint `fp`: the lookup's one comparison.
+///
+/// On x86_64 the two words go into one SSE2 register and are compared lane by lane with the
+/// fingerprint broadcast into every lane (`pcmpeqw`/`pcmpeqb`, then one mask test): about
+/// ten instructions for both buckets, where the SWAR test takes sixteen with its constants.
+/// SSE2 is part of the x86_64 baseline, so no feature detection is needed; elsewhere the
+/// SWAR test runs. Empty lanes are 0 and `fp` never is, so the zero padding of 8-bit words
+/// never matches.
+#[inline(always)]
+pub(crate) fn pair_has_match<L: Layout>(a: u64, b: u64, fp: u64) -> bool {
+    debug_assert!(
+        fp != 0 && fp <= L::LANE,
+        "fingerprint {fp:#x} out of its lane"
+    );
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        use core::arch::x86_64::{
+            _mm_cmpeq_epi16, _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi16, _mm_set1_epi8,
+            _mm_set_epi64x,
+        };
+        // SAFETY: these intrinsics only require SSE2, which the cfg above proves is enabled
+        // for the whole build; they take no pointers and operate on register values only.
+        unsafe {
+            let words = _mm_set_epi64x(b as i64, a as i64);
+            let equal = if L::BITS == 16 {
+                _mm_cmpeq_epi16(words, _mm_set1_epi16(fp as u16 as i16))
+            } else {
+                _mm_cmpeq_epi8(words, _mm_set1_epi8(fp as u8 as i8))
+            };
+            _mm_movemask_epi8(equal) != 0
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        let pattern = splat::<L>(fp);
+        has_match::<L>(a, pattern) | has_match::<L>(b, pattern)
+    }
 }
 
 /// The exact set of zero lanes of `x`, as the high bit of each zero lane.
@@ -306,6 +350,12 @@ mod tests {
         let expected = plain_match::<L>(word, fp);
         assert_eq!(mask_to_slots::<L>(matching_lanes::<L>(word, fp)), expected);
         assert_eq!(has_match::<L>(word, splat::<L>(fp)), !expected.is_empty());
+        // The pair test, with the word in either position and beside an empty or a full word.
+        for other in [0, L::LO * (L::LANE - fp.max(1) + 1).min(L::LANE), word] {
+            let either = !expected.is_empty() || !plain_match::<L>(other, fp).is_empty();
+            assert_eq!(pair_has_match::<L>(word, other, fp), either);
+            assert_eq!(pair_has_match::<L>(other, word, fp), either);
+        }
         assert_eq!(
             mask_to_slots::<L>(empty_lanes::<L>(word)),
             plain_match::<L>(word, 0)

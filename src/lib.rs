@@ -40,10 +40,10 @@
 //!   `remove(k)` has taken that copy out, `contains(k)` returns `true`: under any interleaving
 //!   of concurrent inserts, removes, and the displacements inserts make.
 //! - **Readers never block.** A lookup takes no lock and stores nothing to shared memory (the
-//!   one exception: when a concurrent displacement forces a retry, it bumps a sharded
-//!   statistics counter). If it keeps racing a writer that is moving fingerprints in its two buckets
-//!   (say a writer preempted mid-move), it answers `true` after a bounded number of retries:
-//!   a false positive, never a hang. [`Stats::read_fallbacks`] counts such answers.
+//!   one exception: when a concurrent writer in its lock stripe forces a retry, it bumps a
+//!   per-thread statistics counter). If it keeps racing writers in its stripe (say a writer
+//!   preempted while moving fingerprints in its two buckets), it answers `true` after a
+//!   bounded number of retries: a false positive, never a hang. [`Stats::read_fallbacks`] counts such answers.
 //! - **A failed insert loses nothing.** [`InsertError`] means no fingerprint was stored and
 //!   none was lost or duplicated: the cuckoo path is searched before anything moves, so there
 //!   is no victim slot and no half-done eviction chain (a path cut short by a concurrent
@@ -58,16 +58,18 @@
 //! # How the concurrency works
 //!
 //! A bucket is four fingerprints packed into one aligned atomic word, so it is read and
-//! written with single atomic loads and stores, and matched against a fingerprint with a few
-//! bit operations (SWAR). Writers lock *stripes* (4096 words, each covering every 4096th
+//! written with single atomic loads and stores, and matched against a fingerprint without a
+//! loop over slots (both of a key's buckets in one SSE2 comparison on x86_64, SWAR bit
+//! operations elsewhere). Writers lock *stripes* (4096 words, each covering every 4096th
 //! bucket) in ascending order, with test-and-test-and-set and backoff. An insert uses a free
 //! slot in either of the key's buckets if it can; otherwise it searches the cuckoo graph
 //! breadth-first, without changing anything, for the shortest path to a free slot, then moves
 //! the free slot back along that path one hop at a time, each hop re-checked under its locks
 //! and done as copy-then-clear. Around each hop, a version counter for the moved fingerprint's
 //! bucket pair is odd. A reader loads that version, both buckets and the version again: a
-//! match answers at once, and "absent" is answered only if no hop overlapped the read. The
-//! table sits behind a `crossbeam-epoch` pointer so it can later be swapped while readers read.
+//! match answers at once, and "absent" is answered only if no hop overlapped the read. A lookup
+//! pins no epoch and takes no hazard pointer: either costs a full memory barrier per call,
+//! which stops consecutive lookups from overlapping their cache misses (`BENCHMARKS.md`).
 //! The `# Synchronization protocol` section of the `table::stripe` module lists each step
 //! and invariant; loom model tests check each one.
 //!
@@ -94,7 +96,6 @@ mod error;
 mod filter;
 mod fingerprint;
 pub mod guard;
-mod reclaim;
 mod stats;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub mod stores;
@@ -102,7 +103,7 @@ mod sync;
 mod table;
 
 pub use crate::error::{BuildError, InsertError};
-pub use crate::filter::{Builder, CuckooFilter, Displacement, FilterReader};
+pub use crate::filter::{Builder, CuckooFilter, Displacement};
 pub use crate::stats::Stats;
 
 #[doc = include_str!("../README.md")]

@@ -1,13 +1,16 @@
 //! Operation counters and the [`Stats`] snapshot.
 //!
-//! Counters are sharded over cache-padded blocks, picked by stripe, so two writers rarely
-//! touch the same line. Writers bump them once per insert; readers touch them only on the
-//! retry path (a validation failed because a displacement overlapped the lookup), never on a
-//! plain lookup. All counters are statistics: Relaxed, publishing nothing.
+//! Counters are sharded over cache-padded blocks, picked by thread ([`thread_index`]), so each
+//! of the first `SHARDS` threads bumps counters in a line no other thread writes. (Sharding by
+//! stripe, as before, sent every insert's counter line to a random shard, and with two writers
+//! the line was usually last written by the other core: a cache-line transfer per insert.)
+//! Writers bump them once per insert; readers touch them only on the retry path (a validation
+//! failed because a writer changed the stripe word during the lookup), never on a plain
+//! lookup. All counters are statistics: Relaxed, publishing nothing.
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{thread_index, AtomicU64, Ordering};
 
 /// The longest cuckoo path an insert may search, in buckets.
 pub(crate) const MAX_PATH_LEN: usize = 8;
@@ -66,13 +69,13 @@ impl Counters {
     }
 
     #[inline]
-    fn shard(&self, stripe: usize) -> &Shard {
-        &self.shards[stripe % SHARDS]
+    fn shard(&self) -> &Shard {
+        &self.shards[thread_index() % SHARDS]
     }
 
     #[inline]
-    pub(crate) fn inserted(&self, stripe: usize, displacements: usize) {
-        let shard = self.shard(stripe);
+    pub(crate) fn inserted(&self, displacements: usize) {
+        let shard = self.shard();
         bump(
             &shard.inserts_by_displacements[displacements.min(MAX_PATH_LEN - 1)],
             1,
@@ -88,35 +91,35 @@ impl Counters {
     }
 
     #[inline]
-    pub(crate) fn displaced(&self, stripe: usize, hops: usize) {
+    pub(crate) fn displaced(&self, hops: usize) {
         if hops > 0 {
-            bump(&self.shard(stripe).displacements, hops as u64);
+            bump(&self.shard().displacements, hops as u64);
         }
     }
 
     #[inline]
-    pub(crate) fn failed_full(&self, stripe: usize) {
-        bump(&self.shard(stripe).failed_full, 1);
+    pub(crate) fn failed_full(&self) {
+        bump(&self.shard().failed_full, 1);
     }
 
     #[inline]
-    pub(crate) fn failed_contended(&self, stripe: usize) {
-        bump(&self.shard(stripe).failed_contended, 1);
+    pub(crate) fn failed_contended(&self) {
+        bump(&self.shard().failed_contended, 1);
     }
 
     #[inline]
-    pub(crate) fn path_retry(&self, stripe: usize) {
-        bump(&self.shard(stripe).path_retries, 1);
+    pub(crate) fn path_retry(&self) {
+        bump(&self.shard().path_retries, 1);
     }
 
     #[cold]
-    pub(crate) fn read_retry(&self, stripe: usize) {
-        bump(&self.shard(stripe).read_retries, 1);
+    pub(crate) fn read_retry(&self) {
+        bump(&self.shard().read_retries, 1);
     }
 
     #[cold]
-    pub(crate) fn read_fallback(&self, stripe: usize) {
-        bump(&self.shard(stripe).read_fallbacks, 1);
+    pub(crate) fn read_fallback(&self) {
+        bump(&self.shard().read_fallbacks, 1);
     }
 
     fn sum(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {
@@ -222,7 +225,9 @@ pub struct Stats {
     /// Cuckoo paths that another writer changed between search and execution, so the insert
     /// searched again.
     pub path_retries: u64,
-    /// Lookups that re-read their buckets because a displacement overlapped them.
+    /// Lookup attempts that re-read their buckets because a writer changed their lock stripe
+    /// during the read (a displacement in the key's buckets, or any insert or remove in the
+    /// same stripe).
     pub read_retries: u64,
     /// Lookups that kept failing validation and answered "present" rather than wait longer.
     pub read_fallbacks: u64,

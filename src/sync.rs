@@ -62,6 +62,30 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
+/// A small number fixed for the calling thread: threads are numbered in the order they first
+/// ask, so the first threads of a process get distinct numbers. Used to shard statistics
+/// counters by thread, so that each thread keeps bumping counters in its own cache line.
+///
+/// Under loom every thread gets 0: a statistic needs no model of its own.
+#[inline]
+pub(crate) fn thread_index() -> usize {
+    #[cfg(not(cuckoo_loom))]
+    {
+        use std::sync::atomic::AtomicUsize;
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        std::thread_local! {
+            // ORDERING: Relaxed; hands out distinct numbers, publishes nothing.
+            static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        }
+        // A thread being torn down may count in any shard.
+        INDEX.try_with(|i| *i).unwrap_or(0)
+    }
+    #[cfg(cuckoo_loom)]
+    {
+        0
+    }
+}
+
 /// Hints the CPU to start loading the cache line that holds `value`.
 ///
 /// A prefetch is only a hint: it reads nothing in the abstract machine, cannot fault, and

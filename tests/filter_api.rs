@@ -177,7 +177,7 @@ fn with_capacity_does_not_round_to_a_power_of_two() {
         bucket_bits <= ideal_bits * 1.05,
         "{bucket_bits} > 1.05 x {ideal_bits}"
     );
-    // Stripes (32 KiB), counters and the header are the only other heap bytes.
+    // Stripes (32 KiB) and counters are the only other heap bytes.
     let overhead = filter.memory_usage() - filter.capacity() * 2;
     assert!(overhead <= 64 * 1024, "non-bucket memory {overhead} bytes");
 }

@@ -79,6 +79,9 @@ enum Reader {
     /// [I2] validated against the primary bucket's stripe instead of the pair's (the lower
     /// index's): wrong whenever the primary is the higher of the two buckets.
     PrimaryStripe,
+    /// [R3] accepting an unchanged stripe word without checking that its version was even: a
+    /// read that began and ended inside one hop.
+    IgnoresOddVersion,
 }
 
 impl Reader {
@@ -92,7 +95,6 @@ impl Reader {
             t.version_stripe(p)
         };
         let stripe = &t.stripes[stripe_index];
-        let pattern = splat::<Fp16>(p.fp);
         loop {
             let first = if self == Reader::RelaxedVersionLoad {
                 Ordering::Relaxed
@@ -102,7 +104,7 @@ impl Reader {
             let before = stripe.load(first);
             let a = Fp16::load(&t.buckets[p.primary], Ordering::Relaxed);
             let b = Fp16::load(&t.buckets[p.alternate], Ordering::Relaxed);
-            if has_match::<Fp16>(a, pattern) | has_match::<Fp16>(b, pattern) {
+            if pair_has_match::<Fp16>(a, b, p.fp) {
                 return true;
             }
             if self == Reader::Unvalidated {
@@ -112,7 +114,12 @@ impl Reader {
                 fence(Ordering::Acquire);
             }
             let after = stripe.load(Ordering::Relaxed);
-            if !stripe::is_moving(before) && stripe::version(before) == stripe::version(after) {
+            let validated = if self == Reader::IgnoresOddVersion {
+                before == after
+            } else {
+                stripe::unchanged(before, after)
+            };
+            if validated {
                 return false;
             }
             spin_loop();
@@ -303,6 +310,14 @@ fn loom_r1_negative_control_relaxed_version_load_misses() {
             Mover::Correct,
             Census::default(),
         )
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_r3_negative_control_lookup_ignoring_an_odd_version_misses() {
+    loom::model(|| {
+        reader_races_displacement(Reader::IgnoresOddVersion, Mover::Correct, Census::default())
     });
 }
 

@@ -11,8 +11,8 @@ mod stripe;
 use std::marker::PhantomData;
 
 use crate::fingerprint::{
-    alternate_index, empty_lanes, fingerprint, first_lane, has_match, matching_lanes,
-    primary_index, splat, with_lane, Layout,
+    alternate_index, empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match,
+    primary_index, with_lane, Layout,
 };
 use crate::stats::Counters;
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
@@ -190,41 +190,74 @@ impl<L: Layout> RawTable<L> {
 
     /// Whether the key of probe `p` may be present: \[R1\] to \[R3\]. Takes no lock and stores
     /// nothing, except a statistics counter on the rare retry path.
+    ///
+    /// The first attempt is inline and short (no loop, no spill of the retry state), so that
+    /// the CPU can keep the bucket loads of several consecutive lookups in flight at once;
+    /// a failed validation continues in [`contains_contended`](Self::contains_contended).
     #[inline]
     pub(crate) fn contains(&self, p: Probe) -> bool {
         let stripe_index = self.version_stripe(p);
-        let stripe = &self.stripes[stripe_index];
-        let primary = &self.buckets[p.primary];
-        let alternate = &self.buckets[p.alternate];
-        let pattern = splat::<L>(p.fp);
-        for _ in 0..READ_ATTEMPTS {
-            // ORDERING: Acquire; [R1] pairs with the Release unlock [W4] that ends a hop, so a
-            // version read after a hop shows its bucket stores too.
-            let before = stripe.load(Ordering::Acquire);
-            // ORDERING: Relaxed; [R2] validated by [R3] when they find nothing.
-            let a = L::load(primary, Ordering::Relaxed);
-            // ORDERING: Relaxed; [R2] as above.
-            let b = L::load(alternate, Ordering::Relaxed);
-            if has_match::<L>(a, pattern) | has_match::<L>(b, pattern) {
-                return true;
-            }
-            // ORDERING: Acquire fence; [R3] pairs with the Release fence of [W3]: if a bucket
-            // load above saw a hop's clear, the reload below sees the hop's odd version.
-            fence(Ordering::Acquire);
-            // ORDERING: Relaxed; [R3] ordered after the bucket loads by the fence above.
-            let after = stripe.load(Ordering::Relaxed);
-            if !stripe::is_moving(before) && stripe::version(before) == stripe::version(after) {
-                return false;
-            }
-            self.retry_read(stripe_index);
+        match self.read_once(p, stripe_index) {
+            Some(found) => found,
+            None => self.contains_contended(p.primary, p.alternate, p.fp, stripe_index),
         }
-        self.counters.read_fallback(stripe_index);
+    }
+
+    /// One optimistic attempt: `Some(answer)`, or `None` if it cannot be validated (a hop may
+    /// have overlapped it, or another writer changed the stripe word meanwhile).
+    #[inline(always)]
+    fn read_once(&self, p: Probe, stripe_index: usize) -> Option<bool> {
+        let stripe = &self.stripes[stripe_index];
+        // ORDERING: Acquire; [R1] pairs with the Release unlock [W4] that ends a hop, so a
+        // version read after a hop shows its bucket stores too.
+        let before = stripe.load(Ordering::Acquire);
+        // ORDERING: Relaxed; [R2] validated by [R3] when they find nothing.
+        let a = L::load(&self.buckets[p.primary], Ordering::Relaxed);
+        // ORDERING: Relaxed; [R2] as above.
+        let b = L::load(&self.buckets[p.alternate], Ordering::Relaxed);
+        if pair_has_match::<L>(a, b, p.fp) {
+            return Some(true);
+        }
+        // ORDERING: Acquire fence; [R3] pairs with the Release fence of [W3]: if a bucket
+        // load above saw a hop's clear, the reload below sees the hop's odd version.
+        fence(Ordering::Acquire);
+        // ORDERING: Relaxed; [R3] ordered after the bucket loads by the fence above.
+        let after = stripe.load(Ordering::Relaxed);
+        stripe::unchanged(before, after).then_some(false)
+    }
+
+    /// The retry loop of [`contains`](Self::contains), after its first attempt could not be
+    /// validated: at most `READ_ATTEMPTS` attempts in all, then "present" (pitfall L1).
+    #[cold]
+    #[inline(never)]
+    fn contains_contended(
+        &self,
+        primary: usize,
+        alternate: usize,
+        fp: u64,
+        stripe_index: usize,
+    ) -> bool {
+        // Passed as scalars, not as a `Probe`: a struct argument would be spilled to the stack
+        // on the hot path before every call that is never made.
+        let p = Probe {
+            primary,
+            alternate,
+            fp,
+        };
+        for _ in 1..READ_ATTEMPTS {
+            self.retry_read();
+            if let Some(found) = self.read_once(p, stripe_index) {
+                return found;
+            }
+        }
+        self.retry_read();
+        self.counters.read_fallback();
         true
     }
 
     #[cold]
-    fn retry_read(&self, stripe_index: usize) {
-        self.counters.read_retry(stripe_index);
+    fn retry_read(&self) {
+        self.counters.read_retry();
         spin_loop();
     }
 
@@ -251,11 +284,11 @@ impl<L: Layout> RawTable<L> {
                 fence(Ordering::Acquire);
                 // ORDERING: Relaxed; [R3] as in `contains`.
                 let after = stripe.load(Ordering::Relaxed);
-                if stripe::version(before) == stripe::version(after) {
+                if stripe::unchanged(before, after) {
                     return n;
                 }
             }
-            self.retry_read(stripe_index);
+            self.retry_read();
         }
         let _locks = self.lock_pair(p.primary, p.alternate);
         self.count_unlocked(p)
@@ -276,9 +309,9 @@ impl<L: Layout> RawTable<L> {
         n
     }
 
-    /// Stores `fp` in a free slot of `bucket`, whose stripe `locks` holds \[W2\].
+    /// Stores `fp` in a free slot of `bucket`, whose stripe `lock` holds \[W2\].
     #[inline]
-    fn place_locked(&self, locks: &mut PairLock<'_>, bucket: usize, fp: u64) -> bool {
+    fn place_locked(&self, lock: &mut StripeLock<'_>, bucket: usize, fp: u64) -> bool {
         let word = &self.buckets[bucket];
         // ORDERING: Relaxed; under the bucket's stripe lock, whose Acquire [W1] made the last
         // holder's stores visible.
@@ -294,17 +327,29 @@ impl<L: Layout> RawTable<L> {
             with_lane::<L>(current, first_lane::<L>(free), fp),
             Ordering::Release,
         );
-        locks.get(self.stripe_of(bucket)).add_fingerprint();
+        lock.add_fingerprint();
         true
     }
 
     /// Adds one copy of `p`'s fingerprint (or, if `unique`, only when none is present).
     ///
-    /// A free slot in either bucket is used first; otherwise a breadth-first search finds a
-    /// cuckoo path and it is executed backwards, hop by hop, then placement is tried again. On
-    /// failure nothing was stored.
+    /// A free slot in the primary bucket is tried first, under that bucket's stripe lock alone
+    /// (a plain store needs no other lock \[W2\], and most inserts below high load end here with
+    /// one compare-exchange instead of two). Then, under both buckets' locks, a free slot in
+    /// either; otherwise a path search finds a cuckoo path, it is executed backwards, hop by
+    /// hop, and placement is tried again. On failure nothing was stored.
+    ///
+    /// `insert_unique` skips the one-lock attempt: its check and its store must see both
+    /// buckets at once.
     pub(crate) fn insert(&self, p: Probe, unique: bool) -> Result<Inserted, InsertFailure> {
-        let stats_stripe = self.stripe_of(p.primary);
+        if !unique {
+            let mut lock = StripeLock::acquire(&self.stripes[self.stripe_of(p.primary)]);
+            if self.place_locked(&mut lock, p.primary, p.fp) {
+                drop(lock);
+                self.counters.inserted(0);
+                return Ok(Inserted::Added);
+            }
+        }
         let mut displacements = 0;
         for attempt in 0..INSERT_ATTEMPTS {
             {
@@ -313,11 +358,13 @@ impl<L: Layout> RawTable<L> {
                 if unique && self.count_unlocked(p) > 0 {
                     return Ok(Inserted::AlreadyPresent);
                 }
-                if self.place_locked(&mut locks, p.primary, p.fp)
+                let primary_stripe = self.stripe_of(p.primary);
+                let alternate_stripe = self.stripe_of(p.alternate);
+                if self.place_locked(locks.get(primary_stripe), p.primary, p.fp)
                     || (p.alternate != p.primary
-                        && self.place_locked(&mut locks, p.alternate, p.fp))
+                        && self.place_locked(locks.get(alternate_stripe), p.alternate, p.fp))
                 {
-                    self.counters.inserted(stats_stripe, displacements);
+                    self.counters.inserted(displacements);
                     return Ok(Inserted::Added);
                 }
             }
@@ -329,16 +376,16 @@ impl<L: Layout> RawTable<L> {
                     .map(|path| self.execute_path(&path))
             };
             let Some((hops, complete)) = executed else {
-                self.counters.failed_full(stats_stripe);
+                self.counters.failed_full();
                 return Err(InsertFailure::Full);
             };
             displacements += hops;
-            self.counters.displaced(stats_stripe, hops);
+            self.counters.displaced(hops);
             if !complete {
-                self.counters.path_retry(stats_stripe);
+                self.counters.path_retry();
             }
         }
-        self.counters.failed_contended(stats_stripe);
+        self.counters.failed_contended();
         Err(InsertFailure::Contended)
     }
 

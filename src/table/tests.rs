@@ -203,3 +203,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_read_validates_only_against_an_unchanged_even_stripe_word() {
+    let words = Box::new([AtomicU64::new(0)]);
+    let word = &words[0];
+    // ORDERING: Relaxed; a single-threaded test.
+    let load = || word.load(Ordering::Relaxed);
+    let idle = load();
+    assert!(stripe::unchanged(idle, idle));
+    {
+        let mut lock = stripe::StripeLock::acquire(word);
+        // Taking the lock changes the word: a read that overlapped it retries.
+        assert!(!stripe::unchanged(idle, load()));
+        lock.begin_move();
+        let moving = load();
+        assert!(stripe::is_moving(moving));
+        // A read that began during a hop never validates, even if nothing else changed.
+        assert!(!stripe::unchanged(moving, moving));
+        lock.end_move();
+        lock.add_fingerprint();
+    }
+    let after_hop = load();
+    assert!(stripe::unchanged(after_hop, after_hop));
+    assert!(
+        !stripe::unchanged(idle, after_hop),
+        "the hop moved the version"
+    );
+    {
+        let mut lock = stripe::StripeLock::acquire(word);
+        lock.add_fingerprint();
+    }
+    // A plain insert changes only the count, which the stricter whole-word check also sees.
+    assert!(!stripe::unchanged(after_hop, load()));
+}
