@@ -870,7 +870,7 @@ const NOTES: &str = "## Notes\n\n\
   can: the probe itself loses by batching (the reference row: batched vs scalar), at 16M keys \
   (L3-resident here) and also at 200M keys, a 405 MB table in DRAM, where \
   `cargo run --release --example lookups` measured the probe at 0.83x batched vs scalar and \
-  `contains_many` at 0.92x `contains` (36.4 M/s for `contains`, 0.93x the scalar probe). \
+  `contains_many` at 0.88x `contains` (39.0 M/s for `contains`, 0.95x the scalar probe). \
   `contains_many` keeps up with the batched probe, which is the part of the target this \
   machine can show.\n\
 - **2-thread lookups (1.8x wanted).** The two vCPUs share a host and the 2-thread figures \

@@ -21,37 +21,26 @@ use std::time::Instant;
 
 use contenders::{member, non_member, ours, timed_split, Contender, Probe, QUERIES};
 
-/// Median rate in M lookups/s of `run`, which looks up `per_run` keys.
-fn median_rate(per_run: usize, mut run: impl FnMut()) -> f64 {
-    const ROUNDS: usize = 7;
-    const REPS: usize = 20;
-    let mut rates: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..REPS {
-                run();
-            }
-            (REPS * per_run) as f64 / start.elapsed().as_secs_f64() / 1e6
-        })
-        .collect();
-    rates.sort_by(f64::total_cmp);
-    rates[ROUNDS / 2]
-}
-
-/// Median rate (M lookups/s) of one-key-at-a-time lookups of `keys` in `set`, split over
-/// `threads`; each thread repeats its share 200 times per round, so thread start-up is noise.
-fn scalar<C: Contender + Sync>(set: &C, keys: &[u64], threads: usize) -> f64 {
+/// Median over 7 rounds of the rate (M lookups/s) at which `work` gets through `keys` split
+/// over `threads`; each thread repeats its share 200 times per round, so thread start-up is
+/// noise.
+fn rate(keys: &[u64], threads: usize, work: impl Fn(&[u64]) + Sync) -> f64 {
     const REPS: u64 = 200;
     let mut rates: Vec<f64> = (0..7)
         .map(|_| {
-            let took = timed_split(REPS, threads, keys, |part| {
-                black_box(part.iter().filter(|&&k| set.contains(k)).count());
-            });
+            let took = timed_split(REPS, threads, keys, &work);
             (REPS as usize * keys.len()) as f64 / took.as_secs_f64() / 1e6
         })
         .collect();
     rates.sort_by(f64::total_cmp);
     rates[rates.len() / 2]
+}
+
+/// `rate` of one-key-at-a-time lookups in `set`.
+fn scalar<C: Contender + Sync>(set: &C, keys: &[u64], threads: usize) -> f64 {
+    rate(keys, threads, |part| {
+        black_box(part.iter().filter(|&&k| set.contains(k)).count());
+    })
 }
 
 fn main() {
@@ -71,17 +60,17 @@ fn main() {
     );
     let probe = Probe::new(filter.memory_usage());
     let misses: Vec<u64> = (0..QUERIES as u64).map(non_member).collect();
-    let mut found = vec![false; misses.len()];
-    let q = misses.len();
     let contains = scalar(&filter, &misses, 1);
-    let many = median_rate(q, || {
-        filter.contains_many(&misses, &mut found);
-        black_box(&found);
+    let many = rate(&misses, 1, |part| {
+        let mut found = vec![false; part.len()];
+        filter.contains_many(part, &mut found);
+        black_box(found);
     });
     let scalar1 = scalar(&probe, &misses, 1);
-    let batched = median_rate(q, || {
-        probe.contains_many(&misses, &mut found);
-        black_box(&found);
+    let batched = rate(&misses, 1, |part| {
+        let mut found = vec![false; part.len()];
+        probe.contains_many(part, &mut found);
+        black_box(found);
     });
     let contains2 = scalar(&filter, &misses, 2);
     let scalar2 = scalar(&probe, &misses, 2);

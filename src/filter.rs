@@ -271,8 +271,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
         unique: bool,
     ) -> Result<Inserted, InsertError> {
         let hash = self.hash(key);
-        let table = &self.table;
-        let result = with_table!(table, t => t.insert(t.probe(hash), unique));
+        let result = with_table!(&self.table, t => t.insert(t.probe(hash), unique));
         result.map_err(|failure| match failure {
             InsertFailure::Full => InsertError::Full {
                 len: self.len(),
@@ -348,8 +347,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn remove<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let hash = self.hash(key);
-        let table = &self.table;
-        with_table!(table, t => t.remove(t.probe(hash)))
+        with_table!(&self.table, t => t.remove(t.probe(hash)))
     }
 
     /// The number of copies of `key`'s fingerprint in its two buckets: at least the number of

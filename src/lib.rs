@@ -43,7 +43,8 @@
 //!   one exception: when a concurrent writer in its lock stripe forces a retry, it bumps a
 //!   per-thread statistics counter). If it keeps racing writers in its stripe (say a writer
 //!   preempted while moving fingerprints in its two buckets), it answers `true` after a
-//!   bounded number of retries: a false positive, never a hang. [`Stats::read_fallbacks`] counts such answers.
+//!   bounded number of retries: a false positive, never a hang. [`Stats::read_fallbacks`]
+//!   counts such answers.
 //! - **A failed insert loses nothing.** [`InsertError`] means no fingerprint was stored and
 //!   none was lost or duplicated: the cuckoo path is searched before anything moves, so there
 //!   is no victim slot and no half-done eviction chain (a path cut short by a concurrent

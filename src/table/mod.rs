@@ -278,15 +278,14 @@ impl<L: Layout> RawTable<L> {
         for _ in 0..READ_ATTEMPTS {
             // ORDERING: Acquire; [R1] as in `contains`.
             let before = stripe.load(Ordering::Acquire);
-            if !stripe::is_moving(before) {
-                let n = self.count_unlocked(p);
-                // ORDERING: Acquire fence; [R3] as in `contains`.
-                fence(Ordering::Acquire);
-                // ORDERING: Relaxed; [R3] as in `contains`.
-                let after = stripe.load(Ordering::Relaxed);
-                if stripe::unchanged(before, after) {
-                    return n;
-                }
+            let n = self.count_unlocked(p);
+            // ORDERING: Acquire fence; [R3] as in `contains`.
+            fence(Ordering::Acquire);
+            // ORDERING: Relaxed; [R3] as in `contains`.
+            let after = stripe.load(Ordering::Relaxed);
+            // `unchanged` also rejects a `before` taken mid-hop.
+            if stripe::unchanged(before, after) {
+                return n;
             }
             self.retry_read();
         }
@@ -342,8 +341,10 @@ impl<L: Layout> RawTable<L> {
     /// `insert_unique` skips the one-lock attempt: its check and its store must see both
     /// buckets at once.
     pub(crate) fn insert(&self, p: Probe, unique: bool) -> Result<Inserted, InsertFailure> {
+        let primary_stripe = self.stripe_of(p.primary);
+        let alternate_stripe = self.stripe_of(p.alternate);
         if !unique {
-            let mut lock = StripeLock::acquire(&self.stripes[self.stripe_of(p.primary)]);
+            let mut lock = StripeLock::acquire(&self.stripes[primary_stripe]);
             if self.place_locked(&mut lock, p.primary, p.fp) {
                 drop(lock);
                 self.counters.inserted(0);
@@ -358,8 +359,6 @@ impl<L: Layout> RawTable<L> {
                 if unique && self.count_unlocked(p) > 0 {
                     return Ok(Inserted::AlreadyPresent);
                 }
-                let primary_stripe = self.stripe_of(p.primary);
-                let alternate_stripe = self.stripe_of(p.alternate);
                 if self.place_locked(locks.get(primary_stripe), p.primary, p.fp)
                     || (p.alternate != p.primary
                         && self.place_locked(locks.get(alternate_stripe), p.alternate, p.fp))
