@@ -150,7 +150,7 @@ impl Mover {
         let free = empty_lanes::<Fp16>(dst);
         assert!(lane::<Fp16>(src, hop.slot) == hop.fp && free != 0);
         let version_stripe = t.stripe_of(hop.from.min(hop.to));
-        locks.get(version_stripe).begin_move_unfenced();
+        locks.get(version_stripe).begin_take_unfenced();
         let copied = with_lane::<Fp16>(dst, first_lane::<Fp16>(free), hop.fp);
         Fp16::store(&t.buckets[hop.to], copied, Ordering::Relaxed);
         Fp16::store(
@@ -158,7 +158,7 @@ impl Mover {
             with_lane::<Fp16>(src, hop.slot, 0),
             Ordering::Relaxed,
         );
-        locks.get(version_stripe).end_move();
+        locks.get(version_stripe).end_take();
         locks.get(from_stripe).remove_fingerprint();
         locks.get(to_stripe).add_fingerprint();
         true

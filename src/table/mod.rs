@@ -96,6 +96,10 @@ impl<L: Layout> RawTable<L> {
     ) -> Option<Self> {
         assert!(num_buckets >= 1 && num_buckets as u64 <= 1u64 << 32);
         assert!(stripes.is_power_of_two());
+        assert!(
+            num_buckets.div_ceil(stripes) * crate::fingerprint::SLOTS <= stripe::MAX_STRIPE_SLOTS,
+            "a stripe's count field cannot hold all of its slots"
+        );
         assert!((1..=crate::stats::MAX_PATH_LEN).contains(&max_path_len));
         let mut buckets = Vec::new();
         buckets.try_reserve_exact(num_buckets).ok()?;
@@ -203,13 +207,13 @@ impl<L: Layout> RawTable<L> {
         }
     }
 
-    /// One optimistic attempt: `Some(answer)`, or `None` if it cannot be validated (a hop may
+    /// One optimistic attempt: `Some(answer)`, or `None` if it cannot be validated (a take may
     /// have overlapped it, or another writer changed the stripe word meanwhile).
     #[inline(always)]
     fn read_once(&self, p: Probe, stripe_index: usize) -> Option<bool> {
         let stripe = &self.stripes[stripe_index];
-        // ORDERING: Acquire; [R1] pairs with the Release unlock [W4] that ends a hop, so a
-        // version read after a hop shows its bucket stores too.
+        // ORDERING: Acquire; [R1] pairs with the Release unlock [W4] that ends a take, so a
+        // version read after a take shows its bucket stores too.
         let before = stripe.load(Ordering::Acquire);
         // ORDERING: Relaxed; [R2] validated by [R3] when they find nothing.
         let a = L::load(&self.buckets[p.primary], Ordering::Relaxed);
@@ -219,7 +223,7 @@ impl<L: Layout> RawTable<L> {
             return Some(true);
         }
         // ORDERING: Acquire fence; [R3] pairs with the Release fence of [W3]: if a bucket
-        // load above saw a hop's clear, the reload below sees the hop's odd version.
+        // load above saw a take's store, the reload below sees the take's odd version.
         fence(Ordering::Acquire);
         // ORDERING: Relaxed; [R3] ordered after the bucket loads by the fence above.
         let after = stripe.load(Ordering::Relaxed);
@@ -270,12 +274,17 @@ impl<L: Layout> RawTable<L> {
 
     /// The number of copies of `p`'s fingerprint in its two buckets.
     ///
-    /// Optimistic like `contains`, but every answer is validated (a hop could make a copy
+    /// Optimistic like `contains`, but every answer is validated (a take could make a copy
     /// count twice or not at all); after `READ_ATTEMPTS` it counts under the pair's locks.
     pub(crate) fn count(&self, p: Probe) -> usize {
-        let stripe_index = self.version_stripe(p);
-        let stripe = &self.stripes[stripe_index];
-        for _ in 0..READ_ATTEMPTS {
+        self.count_with_attempts(p, READ_ATTEMPTS)
+    }
+
+    /// `count` with `attempts` optimistic reads before the locked fallback (loom models use 1
+    /// to reach the fallback).
+    fn count_with_attempts(&self, p: Probe, attempts: usize) -> usize {
+        let stripe = &self.stripes[self.version_stripe(p)];
+        for _ in 0..attempts {
             // ORDERING: Acquire; [R1] as in `contains`.
             let before = stripe.load(Ordering::Acquire);
             let n = self.count_unlocked(p);
@@ -283,12 +292,15 @@ impl<L: Layout> RawTable<L> {
             fence(Ordering::Acquire);
             // ORDERING: Relaxed; [R3] as in `contains`.
             let after = stripe.load(Ordering::Relaxed);
-            // `unchanged` also rejects a `before` taken mid-hop.
+            // `unchanged` also rejects a `before` taken mid-take.
             if stripe::unchanged(before, after) {
                 return n;
             }
             self.retry_read();
         }
+        self.counters.read_fallback();
+        // Both stripes held: no take of this pair is in flight and no put can land in either
+        // bucket, so the two loads see one state.
         let _locks = self.lock_pair(p.primary, p.alternate);
         self.count_unlocked(p)
     }
@@ -320,7 +332,7 @@ impl<L: Layout> RawTable<L> {
             return false;
         }
         // ORDERING: Release; [W2] a reader whose bucket load reads this store must also see
-        // any hop that came before it in this bucket [I4]. A plain insert needs no version bump.
+        // any take that came before it in this bucket [I4]. A put needs no version bump.
         L::store(
             word,
             with_lane::<L>(current, first_lane::<L>(free), fp),
@@ -388,7 +400,14 @@ impl<L: Layout> RawTable<L> {
         Err(InsertFailure::Contended)
     }
 
-    /// Removes one copy of `p`'s fingerprint, under the pair's locks (pitfall P5).
+    /// Removes one copy of `p`'s fingerprint: a take \[W3\] under the locks of both buckets
+    /// (so it cannot clear the transient second copy of a hop in flight), inside a window on
+    /// the pair's version stripe.
+    ///
+    /// The window is what keeps a lookup of a colliding key safe: a copy put into one bucket
+    /// and then a copy taken from the other moves a copy between the buckets, and without a
+    /// version change a reader that loaded the first bucket before the put and the second
+    /// after the take would miss both.
     pub(crate) fn remove(&self, p: Probe) -> bool {
         let mut locks = self.lock_pair(p.primary, p.alternate);
         let buckets = if p.alternate == p.primary {
@@ -402,12 +421,16 @@ impl<L: Layout> RawTable<L> {
             let current = L::load(word, Ordering::Relaxed);
             let matches = matching_lanes::<L>(current, p.fp);
             if matches != 0 {
-                // ORDERING: Release; [W2] as in `place_locked` [I4]; no version bump.
+                let version_stripe = self.version_stripe(p);
+                locks.get(version_stripe).begin_take();
+                // ORDERING: Relaxed; [W3] ordered after the odd version by the Release fence
+                // of `begin_take`.
                 L::store(
                     word,
                     with_lane::<L>(current, first_lane::<L>(matches), 0),
-                    Ordering::Release,
+                    Ordering::Relaxed,
                 );
+                locks.get(version_stripe).end_take();
                 locks.get(self.stripe_of(bucket)).remove_fingerprint();
                 return true;
             }
@@ -415,14 +438,22 @@ impl<L: Layout> RawTable<L> {
         false
     }
 
-    /// Empties the table under every stripe lock, taken in ascending order \[W1\].
+    /// Empties the table: a take \[W3\] of everything, under every stripe lock (taken in
+    /// ascending order \[W1\]) with every stripe's version odd.
     pub(crate) fn clear(&self) {
         let mut locks: Vec<StripeLock<'_>> = self.stripes.iter().map(StripeLock::acquire).collect();
+        for lock in &mut locks {
+            lock.begin_take_unfenced();
+        }
+        // ORDERING: Release fence; [W3] orders every odd version above before the bucket
+        // stores below, as `begin_take` does for one stripe.
+        fence(Ordering::Release);
         for word in self.buckets.iter() {
-            // ORDERING: Release; [W2] as in `place_locked` [I4]: every stripe is held.
-            L::store(word, 0, Ordering::Release);
+            // ORDERING: Relaxed; [W3] ordered by the fence above; every stripe is held.
+            L::store(word, 0, Ordering::Relaxed);
         }
         for lock in &mut locks {
+            lock.end_take();
             lock.reset_count();
         }
     }

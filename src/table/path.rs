@@ -233,8 +233,8 @@ impl<L: Layout> RawTable<L> {
             return false;
         }
         let version_stripe = self.stripe_of(hop.from.min(hop.to));
-        locks.get(version_stripe).begin_move();
-        // ORDERING: Relaxed; [W3] copy first, after the Release fence of `begin_move`.
+        locks.get(version_stripe).begin_take();
+        // ORDERING: Relaxed; [W3] copy first, after the Release fence of `begin_take`.
         L::store(
             destination,
             with_lane::<L>(dst, first_lane::<L>(free), hop.fp),
@@ -243,7 +243,7 @@ impl<L: Layout> RawTable<L> {
         // ORDERING: Relaxed; [W3] clear second; a reader that sees this store sees the odd
         // version through the fences of [W3]/[R3].
         L::store(source, with_lane::<L>(src, hop.slot, 0), Ordering::Relaxed);
-        locks.get(version_stripe).end_move();
+        locks.get(version_stripe).end_take();
         locks.get(from_stripe).remove_fingerprint();
         locks.get(to_stripe).add_fingerprint();
         true

@@ -1,58 +1,110 @@
-//! Stripe words: one atomic word per stripe holding a writer lock, a displacement version and
-//! a fingerprint count.
+//! Stripe words: one atomic word per stripe holding a writer lock, a version and a
+//! fingerprint count.
 //!
 //! # Synchronization protocol
 //!
 //! Bucket `b` belongs to stripe `b & mask`. A fingerprint `f` in bucket `b` has the bucket
-//! *pair* `{b, alt(b, f)}`, and the pair's *version stripe* is the stripe of the smaller index.
+//! *pair* `{b, alt(b, f)}` (`alt` is an involution, so both buckets name the same pair), and
+//! the pair's *version stripe* is the stripe of the smaller bucket index. That stripe need not
+//! be the lower of the pair's two stripe indices (with 4 stripes, buckets 3 and 4 have stripes
+//! 3 and 0, and the version stripe is 3).
 //!
-//! Stripe word layout: bit 0 = `LOCKED`; bits 1..=32 = version (odd while a displacement is
-//! in flight); bits 33..=63 = number of fingerprints stored in the stripe's buckets.
+//! Stripe word layout: bit 0 = `LOCKED`; bits 1..=40 = version (odd while a take is in
+//! flight); bits 41..=63 = number of fingerprints stored in the stripe's buckets.
+//!
+//! Writers store to bucket words in two kinds of step. A *put* stores a fingerprint into a
+//! free slot (`insert`, `insert_unique`). A *take* stores a word with a fingerprint cleared: a
+//! hop's clear, a `remove`, `clear`. Puts only add copies, so only takes can make a copy
+//! vanish from under a reader, and every take is versioned.
 //!
 //! - **\[W1\]** A writer locks a stripe with a compare-exchange that sets `LOCKED` (Acquire),
 //!   after spinning on plain loads (test-and-test-and-set with backoff). Two stripes are
 //!   taken in ascending index order; a stripe shared by both buckets is taken once.
 //! - **\[W2\]** Every store to a bucket word happens while holding the lock of that bucket's
-//!   stripe. A hop's stores are Relaxed (the Release fence of \[W3\] orders them); every other
-//!   bucket store (insert, remove, clear) is Release, for \[I4\].
-//! - **\[W3\]** A displacement (hop) of `f` from bucket `s` to bucket `d` holds the stripes of
-//!   `s` and `d`, which include the version stripe `min(s, d)` of `f`'s pair. It makes that
-//!   version odd (Relaxed store, then `fence(Release)`), stores `f` into `d`, *then* clears it
-//!   from `s`, and makes the version even again in the unlock store.
+//!   stripe. A put's store is Release (\[I4\]); a take's stores are Relaxed, ordered by the
+//!   fence of \[W3\].
+//! - **\[W3\]** Every take of `f` from a bucket of pair `{x, y}` runs inside a *window* on the
+//!   pair's version stripe, whose lock it holds: it makes the version odd (Relaxed store, then
+//!   `fence(Release)`), makes its bucket stores, and makes the version even again in the unlock
+//!   store. A hop of `f` from `s` to `d` holds the stripes of both and, inside its window,
+//!   stores `f` into `d` first and clears it from `s` second. A remove holds the stripes of its
+//!   key's two buckets and clears one copy. `clear` holds every stripe, makes every version
+//!   odd, issues one fence, and zeroes every bucket.
 //! - **\[W4\]** Unlock is one Release store of the whole word (lock bit clear, new version,
 //!   new count), written by the lock holder, the only writer of a locked word.
-//! - **\[R1\]** A reader of fingerprint `f` with buckets `{p, a}` loads the version of stripe
-//!   `min(p, a)` with Acquire.
+//! - **\[R1\]** A reader of fingerprint `f` with buckets `{p, a}` loads its version stripe's
+//!   word with Acquire.
 //! - **\[R2\]** It loads both bucket words (Relaxed). A match answers "present" at once: a
 //!   fingerprint seen in a bucket word really was stored there at that instant.
 //! - **\[R3\]** On no match it issues `fence(Acquire)` and reloads the stripe word (Relaxed).
-//!   An unchanged word with an even version means no hop of `f`'s pair overlapped the bucket
-//!   loads, so "absent" is the truth at some instant during the call. (The whole word is
-//!   compared, not only the version: stricter, so never less safe, and cheaper; a plain
-//!   insert or remove in the stripe during the read only costs a retry.) Otherwise it
-//!   retries; after a bounded number of attempts it answers "present" (a false positive is
-//!   allowed, a hang is not).
+//!   The same word with an even version means no take of `f`'s pair overlapped the bucket
+//!   loads (below), so "absent" is the truth. The whole word is compared, not only the
+//!   version: stricter, so never less safe, and cheaper; a put or a lock in the stripe during
+//!   the read costs a retry. Otherwise it retries; after a bounded number of attempts it
+//!   answers "present" (a false positive is allowed, a hang is not).
 //!
 //! Invariants:
-//! - **\[I1\]** No false negatives: a fingerprint stored before a lookup begins and not removed
-//!   is seen by it. The only way to miss it is to load one bucket before a hop's store to it
-//!   and the other after the hop's store to it (copy first, clear second, so that a reader
-//!   which sees the intermediate state finds the fingerprint twice rather than not at all, but
-//!   the version is what guarantees \[I1\]). A reader whose bucket load read a hop's store, or
-//!   any later store to that bucket, synchronizes through its own Acquire fence \[R3\] with the
-//!   hop's Release fence \[W3\], so its version reload sees the hop's odd version or a later one.
-//! - **\[I2\]** Pair coverage: all hops of `f` stay within its pair (`alt` is an involution), so
-//!   the version stripe of the reader's pair is exactly the version every relevant hop bumps.
-//! - **\[I3\]** A word's count is the number of fingerprints in its stripe's buckets whenever the
-//!   word is unlocked; `len` is the sum of the counts.
-//! - **\[I4\]** Plain inserts and removes do not bump versions: each is one atomic bucket store,
-//!   which is its own linearization point, and neither can hide another key's fingerprint. But
-//!   their stores must be Release: a reader's bucket load may read an insert or remove made
-//!   *after* a hop in the same bucket (by a writer that locked only that bucket's stripe, after
-//!   the hop's unlock). Only a Release store carries the hop's odd version (through the
-//!   writer's Acquire lock) to the reader's Acquire fence; a Relaxed one lets the reader
-//!   validate against the old version and miss the hop (a write-read-causality race, which
-//!   `loom_i4_negative_control_relaxed_plain_store_hides_a_hop` shows).
+//! - **\[I1\]** No false negatives: a key whose insert happened before a lookup began, and
+//!   which was not removed, is reported present (argued below).
+//! - **\[I2\]** Pair coverage: a take of `f` from bucket `b` opens its window on the version
+//!   stripe of `b`'s pair for `f`, which is the pair every lookup of a key with fingerprint `f`
+//!   and bucket `b` validates against. (A hop's two buckets, a remove's two buckets and a
+//!   lookup's two buckets are each one pair.)
+//! - **\[I3\]** A word's count is the number of fingerprints in its stripe's buckets whenever
+//!   the word is unlocked; `len` is the sum of the counts.
+//! - **\[I4\]** A put's store is Release: a reader's bucket load may read a put made *after* a
+//!   take in the same bucket, by a writer that locked only that bucket's stripe. The Release
+//!   store carries the take's odd version (through that writer's Acquire lock) to the reader's
+//!   Acquire fence; a Relaxed one lets the reader validate against the old version and miss
+//!   the take (`loom_i4_negative_control_relaxed_plain_store_hides_a_hop`).
+//!
+//! # Why a validated "absent" misses no key (\[I1\])
+//!
+//! A lookup of `f` in pair `{p, a}` that answers "absent" read stripe-word stores `σ1` (\[R1\])
+//! and then `σ2` (\[R3\]) with equal values and an even version. Consider any take window `W`
+//! on that version stripe.
+//!
+//! 1. `W` did not open between `σ1` and `σ2`: opening bumps the version, versions only grow,
+//!    and so `σ2` would differ from `σ1`. Nor was `σ1` inside `W` (its version is even). So
+//!    `W` closed at or before `σ1`, or opened after `σ2`.
+//! 2. Closed at or before `σ1`: every store of the word from `W`'s unlock on is made by a later
+//!    lock holder (or is a lock's read-modify-write, which continues the release sequence),
+//!    so the Acquire load \[R1\] makes `W` happen before the bucket loads, which therefore see
+//!    `W`'s stores or later ones.
+//! 3. Opened after `σ2`: suppose a bucket load read a store of `W`, or any later store to that
+//!    bucket. Every store to a bucket is made under its stripe's lock (\[W2\]), after a Release
+//!    fence (a take) or as a Release store (a put), by `W` or a later holder. \[R3\]'s Acquire
+//!    fence then synchronizes with it, `W`'s odd version store happens before the reload, and
+//!    the reload reads it or a later value, not `σ2`: a contradiction. So the bucket loads see
+//!    none of `W`'s stores.
+//!
+//! So the reader's *view* (for each of its two buckets, the stores up to the one its load
+//! read) holds each take of the pair whole or not at all. Count the copies of `f` in the view:
+//! a hop in the view moved a copy within the pair (net zero), each remove in the view took
+//! one, each put in the view added one; every `clear` in the view comes before the puts that
+//! count. A key `K` inserted before the lookup has its put in the view (coherence). Each
+//! remove in the view happened before the lookup, and so did the insert of the key it removed
+//! (a key is removed only after its insert: the filter's contract, which the guard keeps), so
+//! that put is in the view too. `K` itself was not removed. The view therefore holds at least
+//! one copy more than the removes took: the lookup finds `f`. The same view makes a validated
+//! `count` at least the number of copies the key's own inserts put.
+//!
+//! **Net moves.** Every writer path is a sequence of puts and takes: `insert` (one put, into
+//! the primary under its stripe alone, or into either bucket under both), `insert_unique` (a
+//! put or nothing, decided under both locks), a path execution (hops), a failed insert (the
+//! hops it completed), `remove` (one take), `clear` (a take of everything), and the guard's
+//! create-then-update path (a put, then a remove). Any combination that relocates an existing
+//! copy (a put in one bucket of the pair, then a take from the other, by one writer or two)
+//! contains a take of the pair, and the argument above covers it: a reader that overlaps the
+//! take retries, whatever else happened to the stripe word in between.
+//!
+//! **Version wrap.** The version has 40 bits, and each window advances it by two: `σ1` and
+//! `σ2` show equal versions across windows only if 2^39 windows of one stripe ran while the
+//! reader sat between two loads a few nanoseconds apart, and the count field also came back
+//! to its value. Each window is a lock hand-off; even at 10^9 windows a second in one stripe
+//! (far above what one cache line sustains) that takes nine minutes, so only a reader thread
+//! suspended for minutes between those two loads (a debugger, `SIGSTOP`) could be fooled.
+//! That is accepted rather than spending a second word per stripe.
 //!
 //! The models in `table::loom_tests` check these steps, each beside a broken variant that
 //! loom must catch.
@@ -63,25 +115,29 @@ use crate::sync::{fence, AtomicU64, Backoff, Ordering};
 const LOCKED: u64 = 1;
 /// One step of the version field.
 const VERSION_ONE: u64 = 1 << 1;
-/// The version field (32 bits).
-const VERSION_MASK: u64 = 0xFFFF_FFFF << 1;
-/// One step of the count field.
-const COUNT_ONE: u64 = 1 << 33;
+/// The version field: 40 bits, bits 1..=40.
+const VERSION_MASK: u64 = ((1 << 40) - 1) << 1;
+/// One step of the count field, bits 41..=63.
+const COUNT_SHIFT: u32 = 41;
+const COUNT_ONE: u64 = 1 << COUNT_SHIFT;
+/// The most fingerprints one stripe's count can hold (23 bits): a table may give a stripe at
+/// most this many slots.
+pub(crate) const MAX_STRIPE_SLOTS: usize = (1 << (64 - COUNT_SHIFT)) - 1;
 
-/// Whether a displacement is in flight in this stripe (the version is odd).
+/// Whether a take is in flight in this stripe (the version is odd).
 #[inline(always)]
-pub(crate) fn is_moving(word: u64) -> bool {
+pub(crate) fn is_taking(word: u64) -> bool {
     word & VERSION_ONE != 0
 }
 
 /// Whether a reader's two loads of a stripe word, `before` and `after` its bucket loads,
-/// prove that no hop overlapped them \[R3\]: `before` was not mid-hop and the word did not
+/// prove that no take overlapped them \[R3\]: `before` was not mid-take and the word did not
 /// change at all.
 ///
-/// Comparing whole words is stricter than comparing versions (a plain insert or remove in
-/// the stripe, or a writer taking its lock, also changes the word and costs the reader a
-/// retry), but it is three instructions on the lookup path instead of six, and a writer
-/// touches a given stripe during a given lookup's few nanoseconds rarely.
+/// Comparing whole words is stricter than comparing versions (a plain insert in the stripe,
+/// or a writer taking its lock, also changes the word and costs the reader a retry), but it
+/// is three instructions on the lookup path instead of six, and a writer touches a given
+/// stripe during a given lookup's few nanoseconds rarely.
 #[inline(always)]
 pub(crate) fn unchanged(before: u64, after: u64) -> bool {
     (before ^ after) | (before & VERSION_ONE) == 0
@@ -90,13 +146,25 @@ pub(crate) fn unchanged(before: u64, after: u64) -> bool {
 /// The fingerprint count of a stripe word.
 #[inline(always)]
 pub(crate) fn count(word: u64) -> u64 {
-    word >> 33
+    word >> COUNT_SHIFT
 }
 
 /// `word` with its version advanced by one step, wrapping within the version field.
 #[inline(always)]
 fn bump_version(word: u64) -> u64 {
-    (word & !VERSION_MASK) | (word.wrapping_add(VERSION_ONE) & VERSION_MASK)
+    advance_version(word, 1)
+}
+
+/// `word` with its version advanced by `steps`, wrapping within the version field.
+#[inline(always)]
+pub(crate) fn advance_version(word: u64, steps: u64) -> u64 {
+    (word & !VERSION_MASK) | (word.wrapping_add(steps.wrapping_mul(VERSION_ONE)) & VERSION_MASK)
+}
+
+/// How many version steps lead from `from` to `to`, modulo the field's width.
+#[cfg(all(test, not(cuckoo_loom)))]
+pub(crate) fn version_distance(from: u64, to: u64) -> u64 {
+    ((to & VERSION_MASK).wrapping_sub(from & VERSION_MASK) & VERSION_MASK) >> 1
 }
 
 /// A held stripe lock. Unlocks (one Release store, \[W4\]) on drop.
@@ -138,30 +206,33 @@ impl<'a> StripeLock<'a> {
         }
     }
 
-    /// Makes the version odd before a hop's bucket stores \[W3\].
+    /// Makes the version odd before a take's bucket stores \[W3\].
     #[inline]
-    pub(crate) fn begin_move(&mut self) {
-        debug_assert!(!is_moving(self.value));
+    pub(crate) fn begin_take(&mut self) {
+        debug_assert!(!is_taking(self.value));
         self.value = bump_version(self.value);
-        // ORDERING: Relaxed store, ordered before the hop's bucket stores by the Release fence
-        // that follows; [W3] pairs with the reader's Acquire fence [R3].
+        // ORDERING: Relaxed store, ordered before the take's bucket stores by the Release
+        // fence that follows; [W3] pairs with the reader's Acquire fence [R3].
         self.word.store(self.value, Ordering::Relaxed);
         fence(Ordering::Release);
     }
 
-    /// `begin_move` without its Release fence: the broken variant of \[W3\] for a loom
-    /// negative control.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn begin_move_unfenced(&mut self) {
+    /// Makes the version odd with no fence: for `clear`, which opens every stripe's window
+    /// and then issues one fence for all of them \[W3\].
+    #[inline]
+    pub(crate) fn begin_take_unfenced(&mut self) {
+        debug_assert!(!is_taking(self.value));
         self.value = bump_version(self.value);
-        // ORDERING: deliberately unfenced; loom must catch the reader that misses the hop.
+        // ORDERING: Relaxed; the caller issues the Release fence of [W3] before its first
+        // bucket store. Without that fence this is the broken variant a loom negative control
+        // uses.
         self.word.store(self.value, Ordering::Relaxed);
     }
 
     /// Makes the version even again; published by the unlock store \[W4\].
     #[inline]
-    pub(crate) fn end_move(&mut self) {
-        debug_assert!(is_moving(self.value));
+    pub(crate) fn end_take(&mut self) {
+        debug_assert!(is_taking(self.value));
         self.value = bump_version(self.value);
     }
 
@@ -188,9 +259,9 @@ impl<'a> StripeLock<'a> {
 impl Drop for StripeLock<'_> {
     #[inline]
     fn drop(&mut self) {
-        debug_assert!(!is_moving(self.value), "unlocking in the middle of a hop");
+        debug_assert!(!is_taking(self.value), "unlocking in the middle of a take");
         // ORDERING: Release; [W4] publishes this holder's bucket stores (and the even version
-        // of a finished hop) to the next locker [W1] and to readers [R1].
+        // of a finished take) to the next locker [W1] and to readers [R1].
         self.word.store(self.value & !LOCKED, Ordering::Release);
     }
 }

@@ -216,12 +216,12 @@ fn a_read_validates_only_against_an_unchanged_even_stripe_word() {
         let mut lock = stripe::StripeLock::acquire(word);
         // Taking the lock changes the word: a read that overlapped it retries.
         assert!(!stripe::unchanged(idle, load()));
-        lock.begin_move();
-        let moving = load();
-        assert!(stripe::is_moving(moving));
-        // A read that began during a hop never validates, even if nothing else changed.
-        assert!(!stripe::unchanged(moving, moving));
-        lock.end_move();
+        lock.begin_take();
+        let taking = load();
+        assert!(stripe::is_taking(taking));
+        // A read that began during a take never validates, even if nothing else changed.
+        assert!(!stripe::unchanged(taking, taking));
+        lock.end_take();
         lock.add_fingerprint();
     }
     let after_hop = load();
@@ -236,4 +236,75 @@ fn a_read_validates_only_against_an_unchanged_even_stripe_word() {
     }
     // A plain insert changes only the count, which the stricter whole-word check also sees.
     assert!(!stripe::unchanged(after_hop, load()));
+}
+
+#[test]
+fn the_version_wraps_within_its_field() {
+    let words = Box::new([AtomicU64::new(0)]);
+    let word = &words[0];
+    // ORDERING: Relaxed; a single-threaded test.
+    let load = || word.load(Ordering::Relaxed);
+    {
+        let mut lock = stripe::StripeLock::acquire(word);
+        lock.add_fingerprint();
+    }
+    let start = load();
+    // 2^39 takes bring the 40-bit version back to where it was; fewer never do.
+    let mut lock = stripe::StripeLock::acquire(word);
+    lock.begin_take();
+    lock.end_take();
+    drop(lock);
+    let one_take = load();
+    assert!(!stripe::unchanged(start, one_take));
+    assert_eq!(stripe::count(one_take), 1, "the count is untouched");
+    assert_eq!(
+        stripe::version_distance(start, one_take),
+        2,
+        "a take advances the version by two"
+    );
+    assert_eq!(
+        stripe::version_distance(start, stripe::advance_version(start, 1 << 40)),
+        0,
+        "the version field is 40 bits wide"
+    );
+    let wrapped = stripe::advance_version(start, (1 << 40) - 2);
+    assert_eq!(stripe::count(wrapped), 1, "wrapping leaves the count alone");
+    assert!(!stripe::unchanged(start, wrapped));
+}
+
+/// The sequence of the false negative this protocol closes: an insert of a colliding key puts
+/// a copy into one bucket of a pair, its remove takes the other bucket's copy. With one stripe
+/// for both buckets the count goes back to where it was, so only the version can tell.
+#[test]
+fn a_put_then_a_colliding_take_moves_the_version() {
+    let t = RawTable::<Fp16>::with_stripes(2, 1, 2).unwrap();
+    let f = (1..=0xFFFFu64)
+        .find(|&fp| crate::fingerprint::alternate_index(0, fp, 2) == 1)
+        .unwrap();
+    let filler = (1..=0xFFFFu64)
+        .find(|&fp| fp != f && crate::fingerprint::alternate_index(0, fp, 2) == 1)
+        .unwrap();
+    t.set_slot(0, 0, f);
+    for slot in 1..SLOTS {
+        t.set_slot(0, slot, filler);
+    }
+    let victim = t.probe_at(1, f);
+    let collider = t.probe_at(0, f);
+    // ORDERING: Relaxed; a single-threaded test.
+    let before = t.stripes[0].load(Ordering::Relaxed);
+    assert_eq!(t.insert(collider, false), Ok(Inserted::Added));
+    assert!(t.remove(collider));
+    // ORDERING: Relaxed; as above.
+    let after = t.stripes[0].load(Ordering::Relaxed);
+    assert_eq!(stripe::count(before), stripe::count(after));
+    let words = t.words();
+    let lanes = |w: u64| (0..SLOTS).map(move |s| crate::fingerprint::lane::<Fp16>(w, s));
+    assert_eq!(words.len(), 2);
+    assert!(
+        !lanes(words[0].1).any(|x| x == f) && lanes(words[1].1).filter(|&x| x == f).count() == 1,
+        "the copy moved from bucket 0 to bucket 1: {words:x?}"
+    );
+    assert_eq!(stripe::version_distance(before, after), 2);
+    assert!(!stripe::unchanged(before, after));
+    assert!(t.contains(victim));
 }
