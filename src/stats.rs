@@ -136,6 +136,19 @@ impl Counters {
         self.sum(|s| &s.read_retries)
     }
 
+    /// The number of path searches repeated because a hop was refused (loom census).
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn path_retries(&self) -> u64 {
+        self.sum(|s| &s.path_retries)
+    }
+
+    /// The number of reads that gave up optimism (loom models assert none did, or that one
+    /// did where the fallback is the step under test).
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn read_fallbacks(&self) -> u64 {
+        self.sum(|s| &s.read_fallbacks)
+    }
+
     pub(crate) fn heap_bytes(&self) -> usize {
         self.shards.len() * std::mem::size_of::<CachePadded<Shard>>()
     }
@@ -229,6 +242,7 @@ pub struct Stats {
     /// during the read (a displacement in the key's buckets, or any insert or remove in the
     /// same stripe).
     pub read_retries: u64,
-    /// Lookups that kept failing validation and answered "present" rather than wait longer.
+    /// Lookups that kept failing validation and answered "present" rather than wait longer,
+    /// and counts that kept failing it and counted under the locks instead.
     pub read_fallbacks: u64,
 }

@@ -8,7 +8,14 @@
 //! the race and the matching model proves nothing. Census checks assert that the interleaving
 //! the protocol exists for (a reader retrying, a hop refused) was reached at least once.
 //!
-//! Tables are tiny (2 or 3 buckets, one stripe per bucket), so every step is a race.
+//! A reader that exhausts its attempts answers "present", which no assertion can fault, and
+//! loom does reach that fallback (a reader may keep reading a stale odd version, as one whose
+//! writer was preempted mid-take would). So every model with a correct reader also asserts,
+//! by census, that some execution had the reader race the writer (a failed validation) and
+//! still answer from a validated read ([`raced_and_validated`]): the check it makes was made
+//! where it matters, not only on the fallback.
+//!
+//! Tables are tiny (2 to 4 buckets, one or two buckets per stripe), so every step is a race.
 
 use std::sync::Mutex;
 
@@ -44,9 +51,26 @@ fn two_buckets() -> Arc<Table> {
     Arc::new(Table::with_stripes(2, 2, 2).unwrap())
 }
 
+/// What the census of every reader model must see ([`raced_and_validated`]).
+const RACED: &str = "a reader that raced the writer and answered from a validated read";
+
+/// Whether this execution's reads of `t` raced a writer (some validation failed) and every
+/// one of them still answered from a validated read, not from the fallback.
+fn raced_and_validated(t: &Table) -> bool {
+    t.counters().read_retries() > 0 && t.counters().read_fallbacks() == 0
+}
+
 /// Records whether any execution of a model reached a state (a census, loom's litmus style).
 #[derive(Clone, Default)]
 struct Census(std::sync::Arc<Mutex<bool>>);
+
+/// Runs `model` under loom with a fresh census, then asserts the census saw `what`.
+fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
+    let census = Census::default();
+    let c = census.clone();
+    loom::model(move || model(c.clone()));
+    census.assert_seen(what);
+}
 
 impl Census {
     fn saw(&self, reached: bool) {
@@ -135,6 +159,9 @@ enum Mover {
     /// [W3] without the Release fence after the odd version store: the bucket stores may
     /// become visible before the version says a hop is in flight.
     NoReleaseFence,
+    /// [I2] the version bumped on the lower of the two stripe locks instead of the pair's
+    /// version stripe: wrong whenever the smaller bucket has the higher stripe index.
+    VersionsLowerLock,
 }
 
 impl Mover {
@@ -149,8 +176,16 @@ impl Mover {
         let dst = Fp16::load(&t.buckets[hop.to], Ordering::Relaxed);
         let free = empty_lanes::<Fp16>(dst);
         assert!(lane::<Fp16>(src, hop.slot) == hop.fp && free != 0);
-        let version_stripe = t.stripe_of(hop.from.min(hop.to));
-        locks.get(version_stripe).begin_take_unfenced();
+        let version_stripe = if self == Mover::VersionsLowerLock {
+            from_stripe.min(to_stripe)
+        } else {
+            t.stripe_of(hop.from.min(hop.to))
+        };
+        if self == Mover::NoReleaseFence {
+            locks.get(version_stripe).begin_take_unfenced();
+        } else {
+            locks.get(version_stripe).begin_take();
+        }
         let copied = with_lane::<Fp16>(dst, first_lane::<Fp16>(free), hop.fp);
         Fp16::store(&t.buckets[hop.to], copied, Ordering::Relaxed);
         Fp16::store(
@@ -165,12 +200,14 @@ impl Mover {
     }
 }
 
-/// A plain (non-hop) insert or remove: the real one, or one whose bucket store is Relaxed.
+/// A plain (non-hop) insert or remove: the real one, or one whose bucket store is Relaxed
+/// and unfenced.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum PlainWriter {
     /// `RawTable::insert` / `RawTable::remove` themselves.
     Correct,
-    /// Locked, but the bucket store is Relaxed, against [I4].
+    /// Locked, but the bucket store is Relaxed with no fence before it: a put against [I4],
+    /// or a remove with no window [W3].
     RelaxedStore,
 }
 
@@ -206,8 +243,27 @@ impl PlainWriter {
     }
 }
 
-/// `remove` without [W2]: a read-modify-write of the bucket word without the stripe locks
-/// (pitfall P5).
+/// `remove` without its window [W3]: locked, a Release store, no version change. The broken
+/// variant the net-move models catch: a put of `f` into one bucket and this take of an `f`
+/// from the other move a copy with the stripe word unchanged.
+fn remove_unversioned(t: &Table, p: Probe) -> bool {
+    let mut locks = t.lock_pair(p.primary, p.alternate);
+    for bucket in [p.primary, p.alternate] {
+        let word = &t.buckets[bucket];
+        let current = Fp16::load(word, Ordering::Relaxed);
+        let matches = matching_lanes::<Fp16>(current, p.fp);
+        if matches != 0 {
+            let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
+            Fp16::store(word, cleared, Ordering::Release);
+            locks.get(t.stripe_of(bucket)).remove_fingerprint();
+            return true;
+        }
+    }
+    false
+}
+
+/// `remove` without [W2]: a read-modify-write of the bucket word without the stripe locks, so
+/// it can clear the transient second copy of a hop in flight.
 fn remove_unlocked(t: &Table, p: Probe) -> bool {
     for bucket in [p.primary, p.alternate] {
         let word = &t.buckets[bucket];
@@ -274,15 +330,14 @@ fn reader_races_displacement(reader: Reader, mover: Mover, census: Census) {
         reading.join().unwrap(),
         "false negative: the reader missed a moving fingerprint"
     );
-    census.saw(t.counters().read_retries() > 0);
+    census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_r3_lookup_survives_displacement() {
-    let census = Census::default();
-    let c = census.clone();
-    loom::model(move || reader_races_displacement(Reader::Correct, Mover::Correct, c.clone()));
-    census.assert_seen("a reader retrying after a hop overlapped its bucket loads");
+    explore(RACED, |c| {
+        reader_races_displacement(Reader::Correct, Mover::Correct, c)
+    });
 }
 
 #[test]
@@ -333,7 +388,7 @@ fn loom_w3_negative_control_hop_without_release_fence_is_missed() {
 /// return to what they were (an ABA), but the version has moved on by two hops.
 #[test]
 fn loom_r3_lookup_survives_a_move_and_its_return() {
-    loom::model(|| {
+    explore(RACED, |census| {
         let t = two_buckets();
         let fp = fp_linking(1, 0, 2, 1);
         t.set_slot(1, 0, fp);
@@ -358,6 +413,7 @@ fn loom_r3_lookup_survives_a_move_and_its_return() {
             reader.join().unwrap(),
             "false negative across a move and its return"
         );
+        census.saw(raced_and_validated(&t));
     });
 }
 
@@ -449,10 +505,10 @@ fn insert_races_displacement(locked: bool, census: Census) {
 
 #[test]
 fn loom_w3_insert_racing_displacement_loses_nothing() {
-    let census = Census::default();
-    let c = census.clone();
-    loom::model(move || insert_races_displacement(true, c.clone()));
-    census.assert_seen("a hop refused because an insert took its free slot first");
+    explore(
+        "a hop refused because an insert took its free slot first",
+        |c| insert_races_displacement(true, c),
+    );
 }
 
 #[test]
@@ -544,7 +600,7 @@ fn loom_insert_unique_negative_control_check_then_act_duplicates() {
 /// Three buckets. The new key H has buckets 0 and 1, both full. Key K sits in bucket 0 and its
 /// other bucket is 2, which is empty: the insert must search, move K from 0 to 2, and take the
 /// freed slot, while a reader looks K up.
-fn insert_with_displacement_races_reader(validated: bool) {
+fn insert_with_displacement_races_reader(validated: bool, census: Census) {
     let t = Arc::new(Table::with_stripes(3, 4, 2).unwrap());
     let k = fp_linking(0, 2, 3, 1);
     let to1 = fp_linking(0, 1, 3, 1);
@@ -577,17 +633,18 @@ fn insert_with_displacement_races_reader(validated: bool) {
     assert_eq!(t.count(k_probe), 1);
     assert_eq!(t.count(new_key), 1);
     assert_eq!(t.len(), 9);
+    census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_insert_with_displacement_keeps_the_displaced_key_visible() {
-    loom::model(|| insert_with_displacement_races_reader(true));
+    explore(RACED, |c| insert_with_displacement_races_reader(true, c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_insert_with_displacement_negative_control_unvalidated_reader() {
-    loom::model(|| insert_with_displacement_races_reader(false));
+    loom::model(|| insert_with_displacement_races_reader(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -598,7 +655,7 @@ fn loom_insert_with_displacement_negative_control_unvalidated_reader() {
 /// stripe (its key's pair is {1, 1}), inserts or removes g there. The reader loads bucket 0
 /// before the copy and bucket 1 after the plain write: only a Release plain store lets its
 /// Acquire fence see the hop's odd version through the writer's lock (write-read causality).
-fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter) {
+fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter, census: Census) {
     let t = two_buckets();
     let f = fp_linking(1, 0, 2, 1);
     let g = fp_linking(1, 1, 2, 1);
@@ -630,28 +687,37 @@ fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter) {
         reading.join().unwrap(),
         "false negative: a plain write hid the hop"
     );
+    census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_i4_lookup_survives_a_hop_then_a_plain_insert_into_the_source() {
-    loom::model(|| reader_races_hop_then_plain_write(false, PlainWriter::Correct));
+    explore(RACED, |c| {
+        reader_races_hop_then_plain_write(false, PlainWriter::Correct, c)
+    });
 }
 
 #[test]
 fn loom_i4_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
-    loom::model(|| reader_races_hop_then_plain_write(true, PlainWriter::Correct));
+    explore(RACED, |c| {
+        reader_races_hop_then_plain_write(true, PlainWriter::Correct, c)
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_i4_negative_control_relaxed_plain_store_hides_a_hop() {
-    loom::model(|| reader_races_hop_then_plain_write(false, PlainWriter::RelaxedStore));
+    loom::model(|| {
+        reader_races_hop_then_plain_write(false, PlainWriter::RelaxedStore, Census::default())
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_i4_negative_control_relaxed_plain_remove_hides_a_hop() {
-    loom::model(|| reader_races_hop_then_plain_write(true, PlainWriter::RelaxedStore));
+    loom::model(|| {
+        reader_races_hop_then_plain_write(true, PlainWriter::RelaxedStore, Census::default())
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -661,7 +727,7 @@ fn loom_i4_negative_control_relaxed_plain_remove_hides_a_hop() {
 /// The reader's primary bucket is 1, its alternate 0; the hop moves f from 0 to 1. Bucket 0
 /// and bucket 1 have different stripes, so validating against the primary's stripe (1)
 /// misses the hop, which bumps stripe 0.
-fn reader_with_primary_above_alternate(reader: Reader) {
+fn reader_with_primary_above_alternate(reader: Reader, census: Census) {
     let t = two_buckets();
     let f = fp_linking(1, 0, 2, 1);
     t.set_slot(0, 0, f);
@@ -680,24 +746,27 @@ fn reader_with_primary_above_alternate(reader: Reader) {
         reading.join().unwrap(),
         "false negative: primary above alternate"
     );
+    census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_i2_lookup_validates_the_pair_stripe_whichever_bucket_is_primary() {
-    loom::model(|| reader_with_primary_above_alternate(Reader::Correct));
+    explore(RACED, |c| {
+        reader_with_primary_above_alternate(Reader::Correct, c)
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_i2_negative_control_primary_stripe_misses_the_hop() {
-    loom::model(|| reader_with_primary_above_alternate(Reader::PrimaryStripe));
+    loom::model(|| reader_with_primary_above_alternate(Reader::PrimaryStripe, Census::default()));
 }
 
 /// Both buckets share one stripe (one stripe for the table): the hop locks it once, and the
 /// reader validates against it.
 #[test]
 fn loom_w1_lookup_survives_displacement_within_one_stripe() {
-    loom::model(|| {
+    explore(RACED, |census| {
         let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
         let f = fp_linking(1, 0, 2, 1);
         t.set_slot(1, 0, f);
@@ -716,6 +785,7 @@ fn loom_w1_lookup_survives_displacement_within_one_stripe() {
             "false negative with a shared stripe"
         );
         assert_eq!(t.len(), 1);
+        census.saw(raced_and_validated(&t));
     });
 }
 
@@ -723,7 +793,7 @@ fn loom_w1_lookup_survives_displacement_within_one_stripe() {
 // count: validated like a lookup, so a moving copy counts exactly once.
 // ---------------------------------------------------------------------------------------
 
-fn count_races_displacement(validated: bool) {
+fn count_races_displacement(validated: bool, census: Census) {
     let t = two_buckets();
     let f = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, f);
@@ -748,17 +818,18 @@ fn count_races_displacement(validated: bool) {
         1,
         "count saw the moving copy 0 or 2 times"
     );
+    census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_r3_count_sees_a_moving_copy_once() {
-    loom::model(|| count_races_displacement(true));
+    explore(RACED, |c| count_races_displacement(true, c));
 }
 
 #[test]
 #[should_panic(expected = "count saw the moving copy")]
 fn loom_r3_negative_control_unvalidated_count_miscounts() {
-    loom::model(|| count_races_displacement(false));
+    loom::model(|| count_races_displacement(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -794,4 +865,452 @@ fn loom_w1_clear_racing_a_hop_leaves_an_empty_consistent_table() {
         c.saw(!moved);
     });
     census.assert_seen("a hop refused because the clear ran first");
+}
+
+// ---------------------------------------------------------------------------------------
+// [W3] for removes: a put and a take of colliding copies move a copy (a net move).
+// ---------------------------------------------------------------------------------------
+
+/// A remove: the real one, or today's broken variant without a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Remover {
+    /// `RawTable::remove` itself: a take inside a window on the pair's version stripe.
+    Versioned,
+    /// [`remove_unversioned`].
+    Unversioned,
+}
+
+impl Remover {
+    fn remove(self, t: &Table, p: Probe) -> bool {
+        match self {
+            Remover::Versioned => t.remove(p),
+            Remover::Unversioned => remove_unversioned(t, p),
+        }
+    }
+}
+
+/// The first fingerprint that is none of `taken`.
+fn other_fp(taken: &[u64]) -> u64 {
+    (1..=0xFFFFu64).find(|fp| !taken.contains(fp)).unwrap()
+}
+
+/// The net-move geometry: one stripe for both buckets, `f` linking buckets 0 and 1, bucket 0
+/// full with a copy of `f` and three fillers. Returns the table and the probes of `f` with
+/// primary 1 (a lookup loads bucket 1 first, then bucket 0) and with primary 0.
+fn net_move_table() -> (Arc<Table>, Probe, Probe) {
+    let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
+    let f = fp_linking(1, 0, 2, 1);
+    let filler = other_fp(&[f]);
+    t.set_slot(0, 0, f);
+    for slot in 1..4 {
+        t.set_slot(0, slot, filler);
+    }
+    let primary_1 = t.probe_at(1, f);
+    let primary_0 = t.probe_at(0, f);
+    assert_eq!((primary_1.primary, primary_1.alternate), (1, 0));
+    assert_eq!((primary_0.primary, primary_0.alternate), (0, 1));
+    (t, primary_1, primary_0)
+}
+
+/// The reviewed trace. Key K (primary 1, alternate 0) has its copy in bucket 0. A writer
+/// inserts K2 (same fingerprint, primary 0): bucket 0 is full, so the copy goes to bucket 1;
+/// then it removes K2, which scans bucket 0 first and takes K's copy. A reader of K that loads
+/// bucket 1 before the put and bucket 0 after the take sees no copy, and without a window the
+/// stripe word (count +1, then -1) is what it was.
+fn colliding_put_then_take_races_lookup(remover: Remover, census: Census) {
+    let (t, k, k2) = net_move_table();
+    let writer = spawn(&t, move |t| {
+        assert_eq!(t.insert(k2, false), Ok(Inserted::Added));
+        assert!(remover.remove(t, k2), "a copy was there to remove");
+    });
+    let reader = spawn(&t, move |t| t.contains(k));
+    writer.join().unwrap();
+    assert!(
+        reader.join().unwrap(),
+        "false negative: a put and a colliding take moved K's copy unseen"
+    );
+    assert_eq!(t.count(k), 1, "exactly K's copy remains");
+    census.saw(raced_and_validated(&t));
+}
+
+#[test]
+fn loom_w3_lookup_survives_a_put_and_a_colliding_take() {
+    explore(RACED, |c| {
+        colliding_put_then_take_races_lookup(Remover::Versioned, c)
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_w3_negative_control_unversioned_remove_moves_a_copy_unseen() {
+    loom::model(|| colliding_put_then_take_races_lookup(Remover::Unversioned, Census::default()));
+}
+
+/// The same trace with `count`: it must never count K's copy zero times.
+fn colliding_put_then_take_races_count(remover: Remover, census: Census) {
+    let (t, k, k2) = net_move_table();
+    let writer = spawn(&t, move |t| {
+        assert_eq!(t.insert(k2, false), Ok(Inserted::Added));
+        assert!(remover.remove(t, k2));
+    });
+    let counter = spawn(&t, move |t| t.count(k));
+    writer.join().unwrap();
+    let n = counter.join().unwrap();
+    assert!(
+        n >= 1,
+        "count of K fell to {n}: a colliding take moved its copy unseen"
+    );
+    census.saw(raced_and_validated(&t));
+}
+
+#[test]
+fn loom_w3_count_survives_a_put_and_a_colliding_take() {
+    explore(RACED, |c| {
+        colliding_put_then_take_races_count(Remover::Versioned, c)
+    });
+}
+
+#[test]
+#[should_panic(expected = "count of K fell to 0")]
+fn loom_w3_negative_control_count_with_unversioned_remove() {
+    loom::model(|| colliding_put_then_take_races_count(Remover::Unversioned, Census::default()));
+}
+
+/// One key, no collision: the guard's update path. K (primary 0, alternate 1) has its copy in
+/// bucket 0, which is full; the guard's create inserts K again (the copy goes to bucket 1),
+/// the store answers "updated", and the guard removes one copy of K, which takes the old one
+/// from bucket 0. A reader's two Relaxed bucket loads may see the take in bucket 0 and still
+/// the old value of bucket 1 (allowed without sequential consistency).
+fn update_path_races_lookup(remover: Remover, census: Census) {
+    let (t, _, k) = net_move_table();
+    let guard_call = spawn(&t, move |t| {
+        assert_eq!(t.insert(k, false), Ok(Inserted::Added));
+        assert!(remover.remove(t, k));
+    });
+    let reader = spawn(&t, move |t| t.contains(k));
+    guard_call.join().unwrap();
+    assert!(
+        reader.join().unwrap(),
+        "false negative: the update path's take hid the key's own new copy"
+    );
+    census.saw(raced_and_validated(&t));
+}
+
+#[test]
+fn loom_w3_lookup_survives_the_guard_update_path() {
+    explore(RACED, |c| update_path_races_lookup(Remover::Versioned, c));
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_w3_negative_control_update_path_with_unversioned_remove() {
+    loom::model(|| update_path_races_lookup(Remover::Unversioned, Census::default()));
+}
+
+// ---------------------------------------------------------------------------------------
+// A multi-hop path racing a reader of both fingerprints it moves.
+// ---------------------------------------------------------------------------------------
+
+/// Four buckets, one stripe each. `k1` sits in bucket 0 (other bucket 2) and `k2` in bucket 2
+/// (other bucket 3, empty); buckets 0 and 2 are full. The path moves `k2` from 2 to 3, then
+/// `k1` from 0 to 2 into the slot the first hop freed, while a reader looks up `k1` and then
+/// `k2`, each loading its hop's destination first.
+fn multi_hop_path_races_reader(reader: Reader, census: Census) {
+    let t = Arc::new(Table::with_stripes(4, 4, 3).unwrap());
+    let k1 = fp_linking(0, 2, 4, 1);
+    let k2 = fp_linking(2, 3, 4, 1);
+    let filler = other_fp(&[k1, k2]);
+    t.set_slot(0, 0, k1);
+    t.set_slot(2, 0, k2);
+    for slot in 1..4 {
+        t.set_slot(0, slot, filler);
+        t.set_slot(2, slot, filler);
+    }
+    let k1_probe = t.probe_at(2, k1);
+    let k2_probe = t.probe_at(3, k2);
+    assert_eq!((k1_probe.alternate, k2_probe.alternate), (0, 2));
+    let hops = [
+        Hop {
+            from: 2,
+            slot: 0,
+            fp: k2,
+            to: 3,
+        },
+        Hop {
+            from: 0,
+            slot: 0,
+            fp: k1,
+            to: 2,
+        },
+    ];
+    let moving = spawn(&t, move |t| t.execute_path(&hops));
+    let reading = spawn(&t, move |t| {
+        (reader.contains(t, k1_probe), reader.contains(t, k2_probe))
+    });
+    assert_eq!(moving.join().unwrap(), (2, true), "the path was valid");
+    let (found_k1, found_k2) = reading.join().unwrap();
+    assert!(found_k1 && found_k2, "false negative during a two-hop path");
+    assert_eq!(t.count(k1_probe) + t.count(k2_probe), 2);
+    census.saw(raced_and_validated(&t));
+}
+
+#[test]
+fn loom_r3_lookup_survives_a_multi_hop_path() {
+    explore(RACED, |c| multi_hop_path_races_reader(Reader::Correct, c));
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_r3_negative_control_unvalidated_lookup_misses_a_multi_hop_path() {
+    loom::model(|| multi_hop_path_races_reader(Reader::Unvalidated, Census::default()));
+}
+
+// ---------------------------------------------------------------------------------------
+// [I2]/[W3]: a pair whose version stripe is the higher of its two stripe locks.
+// ---------------------------------------------------------------------------------------
+
+/// Three buckets, two stripes: bucket 1 has stripe 1 and bucket 2 has stripe 0, so a hop
+/// between them locks stripe 0 first and its version stripe (bucket 1's) second. The hop
+/// moves `f` from 2 to 1 while a reader loads bucket 1, then bucket 2.
+fn version_stripe_is_the_higher_lock(mover: Mover, census: Census) {
+    let t = Arc::new(Table::with_stripes(3, 2, 2).unwrap());
+    let f = fp_linking(2, 1, 3, 1);
+    t.set_slot(2, 0, f);
+    let probe = t.probe_at(1, f);
+    assert_eq!(probe.alternate, 2);
+    assert_eq!(t.version_stripe(probe), 1);
+    assert!(
+        t.stripe_of(2) < t.stripe_of(1),
+        "the version stripe is the higher lock"
+    );
+    let hop = Hop {
+        from: 2,
+        slot: 0,
+        fp: f,
+        to: 1,
+    };
+    let moving = spawn(&t, move |t| mover.displace(t, hop));
+    let reading = spawn(&t, move |t| t.contains(probe));
+    assert!(moving.join().unwrap());
+    assert!(
+        reading.join().unwrap(),
+        "false negative: a hop whose version stripe is the higher lock"
+    );
+    census.saw(raced_and_validated(&t));
+}
+
+#[test]
+fn loom_i2_lookup_survives_a_hop_whose_version_stripe_is_the_higher_lock() {
+    explore(RACED, |c| {
+        version_stripe_is_the_higher_lock(Mover::Correct, c)
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_i2_negative_control_hop_versioning_the_lower_lock_is_missed() {
+    loom::model(|| version_stripe_is_the_higher_lock(Mover::VersionsLowerLock, Census::default()));
+}
+
+// ---------------------------------------------------------------------------------------
+// clear: racing a reader and an insert.
+// ---------------------------------------------------------------------------------------
+
+/// `clear` without its lock span around the stores: it takes every lock, resets the counts,
+/// unlocks, and only then zeroes the buckets, so a put that lands in between is wiped.
+fn clear_after_unlocking(t: &Table) {
+    {
+        let mut locks: Vec<StripeLock<'_>> = t.stripes.iter().map(StripeLock::acquire).collect();
+        for lock in &mut locks {
+            lock.reset_count();
+        }
+    }
+    for word in t.buckets.iter() {
+        Fp16::store(word, 0, Ordering::Release);
+    }
+}
+
+/// K has a copy in bucket 1. One thread clears the table while another inserts K again and
+/// then raises a flag; a reader notes the flag and looks K up. Whenever the flag was up before
+/// the lookup began and K's new copy survived (the insert ran after the clear), the lookup
+/// must find it; and the stripe counts must match the buckets.
+fn clear_races_insert_and_reader(correct_clear: bool, census: Census) {
+    let t = two_buckets();
+    let f = fp_linking(1, 0, 2, 1);
+    t.set_slot(1, 0, f);
+    let k = t.probe_at(0, f);
+    let inserted = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+    let clearing = spawn(&t, move |t| {
+        if correct_clear {
+            t.clear();
+        } else {
+            clear_after_unlocking(t);
+        }
+    });
+    let flag = Arc::clone(&inserted);
+    let inserting = spawn(&t, move |t| {
+        assert_eq!(t.insert(k, false), Ok(Inserted::Added));
+        flag.store(true, Ordering::Release);
+    });
+    let flag = Arc::clone(&inserted);
+    let reading = spawn(&t, move |t| {
+        let after_insert = flag.load(Ordering::Acquire);
+        (after_insert, t.contains(k))
+    });
+    clearing.join().unwrap();
+    inserting.join().unwrap();
+    let (after_insert, found) = reading.join().unwrap();
+    let survived = t.count(k);
+    assert!(
+        survived <= 1,
+        "the copy in bucket 1 survived a clear: {survived} copies"
+    );
+    assert_eq!(
+        t.len(),
+        survived,
+        "stripe counts disagree with the buckets after a clear"
+    );
+    if after_insert && survived == 1 {
+        assert!(
+            found,
+            "false negative after a clear: K was inserted after it"
+        );
+    }
+    census.saw(after_insert && survived == 1 && t.counters().read_fallbacks() == 0);
+}
+
+#[test]
+fn loom_w3_clear_racing_an_insert_and_a_reader() {
+    explore(
+        "a lookup that began after an insert that followed the clear, answered by a validated read",
+        |c| clear_races_insert_and_reader(true, c),
+    );
+}
+
+#[test]
+#[should_panic(expected = "after a clear")]
+fn loom_w3_negative_control_clear_storing_after_unlock_loses_an_insert() {
+    loom::model(|| clear_races_insert_and_reader(false, Census::default()));
+}
+
+// ---------------------------------------------------------------------------------------
+// insert_unique through a path search.
+// ---------------------------------------------------------------------------------------
+
+/// Three buckets. H's buckets 0 and 1 are full; every fingerprint in bucket 0 can move to
+/// bucket 2, which is empty. Two `insert_unique(H)` calls each need a path search and a hop
+/// before a slot is free: exactly one adds, and no fingerprint is lost or duplicated.
+fn two_unique_inserts_through_a_path(atomic: bool, census: Census) {
+    let t = Arc::new(Table::with_stripes(3, 4, 2).unwrap());
+    let movable: Vec<u64> = (1..=4).map(|n| fp_linking(0, 2, 3, n)).collect();
+    let to0 = fp_linking(1, 0, 3, 1);
+    let h = (1..=0xFFFFu64)
+        .filter(|fp| !movable.contains(fp) && *fp != to0)
+        .find(|&fp| alternate_index(0, fp, 3) == 1)
+        .unwrap();
+    for (slot, &fp) in movable.iter().enumerate() {
+        t.set_slot(0, slot, fp);
+        t.set_slot(1, slot, to0);
+    }
+    let p = t.probe_at(0, h);
+    let insert = move |t: &Table| {
+        if atomic {
+            t.insert(p, true) == Ok(Inserted::Added)
+        } else {
+            insert_unique_check_then_act(t, p)
+        }
+    };
+    let first = spawn(&t, insert);
+    let second = spawn(&t, insert);
+    let added = [first.join().unwrap(), second.join().unwrap()];
+    assert_eq!(t.count(p), 1, "insert_unique stored a duplicate");
+    assert_eq!(
+        added.iter().filter(|&&a| a).count(),
+        1,
+        "exactly one call adds"
+    );
+    for &fp in &movable {
+        assert_eq!(
+            t.count(t.probe_at(0, fp)),
+            1,
+            "lost or duplicated a moved copy"
+        );
+    }
+    assert_eq!(t.len(), 9);
+    // Both calls searched the same path, and the one that came second found its hop refused.
+    census.saw(t.counters().path_retries() > 0);
+}
+
+#[test]
+fn loom_insert_unique_through_a_path_search_adds_one_copy() {
+    explore(
+        "an insert_unique whose path the other call's hop invalidated",
+        |c| two_unique_inserts_through_a_path(true, c),
+    );
+}
+
+#[test]
+#[should_panic(expected = "insert_unique stored a duplicate")]
+fn loom_insert_unique_negative_control_check_then_act_through_a_path() {
+    loom::model(|| two_unique_inserts_through_a_path(false, Census::default()));
+}
+
+// ---------------------------------------------------------------------------------------
+// count's locked fallback.
+// ---------------------------------------------------------------------------------------
+
+/// `count` with one optimistic attempt whose fallback counts without the locks.
+fn count_with_unlocked_fallback(t: &Table, p: Probe) -> usize {
+    let stripe = &t.stripes[t.version_stripe(p)];
+    let before = stripe.load(Ordering::Acquire);
+    let n = t.count_unlocked(p);
+    fence(Ordering::Acquire);
+    if stripe::unchanged(before, stripe.load(Ordering::Relaxed)) {
+        return n;
+    }
+    t.counters().read_fallback();
+    t.count_unlocked(p)
+}
+
+/// A count with a single optimistic attempt races a hop of the copy it counts, so that its
+/// fallback runs: under the pair's locks it must count the copy exactly once.
+fn count_fallback_races_displacement(locked: bool, census: Census) {
+    let t = two_buckets();
+    let f = fp_linking(1, 0, 2, 1);
+    t.set_slot(1, 0, f);
+    let probe = t.probe_at(0, f);
+    let hop = Hop {
+        from: 1,
+        slot: 0,
+        fp: f,
+        to: 0,
+    };
+    let moving = spawn(&t, move |t| t.displace(hop));
+    let counting = spawn(&t, move |t| {
+        if locked {
+            t.count_with_attempts(probe, 1)
+        } else {
+            count_with_unlocked_fallback(t, probe)
+        }
+    });
+    assert!(moving.join().unwrap());
+    assert_eq!(
+        counting.join().unwrap(),
+        1,
+        "count's fallback saw the moving copy 0 or 2 times"
+    );
+    census.saw(t.counters().read_fallbacks() > 0);
+}
+
+#[test]
+fn loom_count_fallback_under_the_locks_counts_a_moving_copy_once() {
+    explore("count falling back to the locks", |c| {
+        count_fallback_races_displacement(true, c)
+    });
+}
+
+#[test]
+#[should_panic(expected = "count's fallback saw the moving copy")]
+fn loom_count_negative_control_unlocked_fallback_miscounts() {
+    loom::model(|| count_fallback_races_displacement(false, Census::default()));
 }
