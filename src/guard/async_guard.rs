@@ -121,7 +121,8 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     ///
     /// # Errors
     ///
-    /// [`GuardError::FilterFull`] if the filter has no room (the store was not touched);
+    /// [`GuardError::FilterFull`] if the filter has no room, [`GuardError::FilterContended`]
+    /// if its insert gave up under contention (either way the store was not touched);
     /// [`GuardError::Store`] if the store fails.
     ///
     /// # Examples

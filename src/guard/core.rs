@@ -10,7 +10,7 @@ use crossbeam_utils::CachePadded;
 use super::{GuardError, GuardStats, Written};
 use crate::filter::design_false_positive_rate;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::CuckooFilter;
+use crate::{CuckooFilter, InsertError};
 
 const WARMING: u32 = 0;
 const READY: u32 = 1;
@@ -44,6 +44,7 @@ struct Shard {
     updates: AtomicU64,
     deletes: AtomicU64,
     refused: AtomicU64,
+    contended: AtomicU64,
     stale_copies: AtomicU64,
     missing_copies: AtomicU64,
 }
@@ -60,6 +61,15 @@ fn shard_index() -> usize {
         let address = anchor as *const u8 as usize as u64;
         (address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % SHARDS
     })
+}
+
+/// The guard error for a filter insert that stored nothing: no room and contention are
+/// different conditions with different advice (a bigger filter, or a retry).
+fn insert_failure<E>(error: InsertError) -> GuardError<E> {
+    match error {
+        InsertError::Contended => GuardError::FilterContended,
+        full => GuardError::FilterFull(full),
+    }
 }
 
 fn bump(counter: &AtomicU64) {
@@ -123,11 +133,16 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Create step 1 (rule 1, rule 3): add a copy of the key **before** the store write, even
-    /// if the filter already reports it. Refuses the write if the filter has no room.
+    /// if the filter already reports it. Refuses the write if the filter has no room or its
+    /// insert gave up under contention.
     pub(super) fn begin_put<K: Hash + ?Sized, E>(&self, key: &K) -> Result<(), GuardError<E>> {
         self.filter.insert(key).map_err(|error| {
-            bump(&self.shard().refused);
-            GuardError::FilterFull(error)
+            let shard = self.shard();
+            bump(match error {
+                InsertError::Contended => &shard.contended,
+                _ => &shard.refused,
+            });
+            insert_failure(error)
         })
     }
 
@@ -209,7 +224,7 @@ impl<H: BuildHasher> GuardCore<H> {
     ) -> Result<u64, GuardError<E>> {
         let mut loaded = 0;
         for key in keys {
-            self.filter.insert(key).map_err(GuardError::FilterFull)?;
+            self.filter.insert(key).map_err(insert_failure)?;
             loaded += 1;
         }
         Ok(loaded)
@@ -256,6 +271,7 @@ impl<H: BuildHasher> GuardCore<H> {
             updates: sum(|s| &s.updates),
             deletes: sum(|s| &s.deletes),
             writes_refused: sum(|s| &s.refused),
+            writes_contended: sum(|s| &s.contended),
             stale_copies: sum(|s| &s.stale_copies),
             missing_copies: sum(|s| &s.missing_copies),
             warming: !self.is_ready(),
@@ -264,5 +280,29 @@ impl<H: BuildHasher> GuardCore<H> {
             filter_load_factor: self.filter.load_factor(),
             filter_memory_bytes: self.filter.memory_usage(),
         }
+    }
+}
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_room_and_contention_are_different_guard_errors() {
+        let full = InsertError::Full {
+            len: 95,
+            capacity: 100,
+        };
+        let as_full = insert_failure::<std::io::Error>(full.clone());
+        assert!(matches!(&as_full, GuardError::FilterFull(e) if *e == full));
+        assert!(as_full.to_string().contains("no room"), "{as_full}");
+        let as_contended = insert_failure::<std::io::Error>(InsertError::Contended);
+        assert!(matches!(as_contended, GuardError::FilterContended));
+        let message = as_contended.to_string();
+        assert!(
+            message.contains("contention") && message.contains("retried"),
+            "{message}"
+        );
+        assert!(!message.contains("no room"), "{message}");
     }
 }

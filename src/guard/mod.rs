@@ -42,6 +42,9 @@
 //! A create that finds no room in the filter is refused with [`GuardError::FilterFull`]
 //! before the store is touched: storing it would create a key the filter cannot report.
 //! Size the filter for the rows you expect (`CuckooFilter::with_capacity`).
+//! A create whose filter insert gives up because concurrent writers kept changing its cuckoo
+//! paths is refused the same way, with [`GuardError::FilterContended`]: rare, and worth a
+//! retry rather than a bigger filter.
 //!
 //! # Examples
 //!
@@ -102,8 +105,14 @@ pub enum GuardError<E> {
     /// The store failed.
     Store(E),
     /// The filter has no room for a new key: the write was refused before the store was
-    /// touched (or the warm-up stopped, leaving the guard in pass-through mode).
+    /// touched (or the warm-up stopped, leaving the guard in pass-through mode). Carries
+    /// [`InsertError::Full`].
     FilterFull(InsertError),
+    /// The filter's insert gave up because concurrent writers kept changing the cuckoo paths
+    /// it found ([`InsertError::Contended`]): the write was refused before the store was
+    /// touched (or the warm-up stopped, leaving the guard in pass-through mode). The filter is
+    /// not necessarily full; retrying the call may succeed.
+    FilterContended,
     /// `warm_up` was called while another warm-up of the same guard was running.
     WarmUpRunning,
 }
@@ -115,6 +124,11 @@ impl<E: fmt::Display> fmt::Display for GuardError<E> {
             GuardError::FilterFull(e) => write!(
                 f,
                 "the guard's filter has no room for another key ({e}); the store was not changed"
+            ),
+            GuardError::FilterContended => write!(
+                f,
+                "the guard's filter insert gave up under contention from concurrent writers; \
+                 the store was not changed and the call may be retried"
             ),
             GuardError::WarmUpRunning => {
                 write!(f, "a warm-up of this guard is already running")
@@ -128,7 +142,7 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
         match self {
             GuardError::Store(e) => Some(e),
             GuardError::FilterFull(e) => Some(e),
-            GuardError::WarmUpRunning => None,
+            GuardError::FilterContended | GuardError::WarmUpRunning => None,
         }
     }
 }
@@ -180,8 +194,11 @@ pub struct GuardStats {
     pub updates: u64,
     /// Deletes the store confirmed.
     pub deletes: u64,
-    /// Writes refused because the filter had no room.
+    /// Writes refused because the filter had no room ([`GuardError::FilterFull`]).
     pub writes_refused: u64,
+    /// Writes refused because the filter's insert gave up under contention
+    /// ([`GuardError::FilterContended`]).
+    pub writes_contended: u64,
     /// Filter copies left in place though their key may be gone (a write whose outcome is
     /// unknown, a delete during warm-up): each costs a false positive, never a false negative.
     pub stale_copies: u64,
@@ -342,7 +359,8 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     ///
     /// # Errors
     ///
-    /// [`GuardError::FilterFull`] if the filter has no room (the store was not touched);
+    /// [`GuardError::FilterFull`] if the filter has no room, [`GuardError::FilterContended`]
+    /// if its insert gave up under contention (either way the store was not touched);
     /// [`GuardError::Store`] if the store fails.
     ///
     /// # Examples
@@ -400,8 +418,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Errors
     ///
     /// [`GuardError::Store`] if a scan fails; [`GuardError::FilterFull`] if the store holds
-    /// more keys than the filter has room for; [`GuardError::WarmUpRunning`] if another
-    /// thread is warming this guard up.
+    /// more keys than the filter has room for; [`GuardError::FilterContended`] if an insert
+    /// gave up under contention from concurrent writers (calling again resumes);
+    /// [`GuardError::WarmUpRunning`] if another thread is warming this guard up.
     ///
     /// # Examples
     ///
