@@ -5,6 +5,8 @@
 //! - `lookup/batch/<size>`: this crate's `contains_many` against the batched probe.
 //! - `insert/fill_to_95pct/<size>`: filling an empty structure; each filter to 95% of its own
 //!   slots, each exact set with as many keys as this crate's filter takes.
+//! - `remove/from_95pct/<size>`: removing every key of a structure filled as in the insert
+//!   group (the fill is untimed).
 //! - `mixed/95_5/<size>`, `mixed/50_50/<size>`: YCSB-shaped operation streams. Reads are half
 //!   Zipf(0.99) over the members and half an attack of keys that do not exist; writes
 //!   alternate inserting a new key and removing one inserted earlier, so the size stays put.
@@ -288,6 +290,79 @@ fn insert(c: &mut Criterion) {
     }
 }
 
+/// Removes every key of a structure from `make` filled with `keys` (the fill is untimed), on
+/// `threads` threads.
+fn bench_drain<C: Contender>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    make: impl Fn() -> C,
+    keys: &[u64],
+    threads: &[usize],
+) {
+    for &t in threads {
+        group.bench_function(BenchmarkId::new(name, format!("{t}t")), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let set = filled(make(), keys);
+                    total += timed_split(1, t, keys, |ks| {
+                        for &k in ks {
+                            black_box(set.remove(k));
+                        }
+                    });
+                    drop(set);
+                }
+                total
+            })
+        });
+    }
+}
+
+fn remove(c: &mut Criterion) {
+    for (size, n) in sizes() {
+        // The keys of the insert group: this crate's filter at 95% of its slots, the filters
+        // with power-of-two tables at 95% of theirs.
+        let slots = ours(n).capacity();
+        let keys: Vec<u64> = (0..(slots as f64 * 0.95) as u64).map(member).collect();
+        let mut group = c.benchmark_group(format!("remove/from_95pct/{size}"));
+        group.sample_size(10);
+        group.throughput(Throughput::Elements(keys.len() as u64));
+        bench_drain(&mut group, "cuckoo-guard", || ours(n), &keys, &THREADS);
+        bench_drain(
+            &mut group,
+            "DashSet ahash",
+            || dashmap::DashSet::with_capacity_and_hasher(keys.len(), AHashBuilder::new()),
+            &keys,
+            &THREADS,
+        );
+        let cf_slots = cuckoofilter_slots(n);
+        let cf_keys = &keys[..((cf_slots as f64 * 0.95) as usize).min(keys.len())];
+        group.throughput(Throughput::Elements(cf_keys.len() as u64));
+        bench_drain(
+            &mut group,
+            "Mutex<cuckoofilter> ahash",
+            || {
+                Mutex::new(cuckoofilter::CuckooFilter::<ahash::AHasher>::with_capacity(
+                    n,
+                ))
+            },
+            cf_keys,
+            &THREADS,
+        );
+        let acf_slots = atomic_cuckoo_filter::CuckooFilter::with_capacity(n).capacity();
+        let acf_keys = &keys[..((acf_slots as f64 * 0.95) as usize).min(keys.len())];
+        group.throughput(Throughput::Elements(acf_keys.len() as u64));
+        bench_drain(
+            &mut group,
+            "atomic-cuckoo-filter ahash",
+            || acf_ahash(n),
+            acf_keys,
+            &THREADS,
+        );
+        group.finish();
+    }
+}
+
 fn bench_mixed<C: Contender>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
@@ -352,5 +427,5 @@ fn mixed(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, lookup, insert, mixed);
+criterion_group!(benches, lookup, insert, remove, mixed);
 criterion_main!(benches);

@@ -330,10 +330,10 @@ impl<S: BuildHasher> CuckooFilter<S> {
 
     /// Removes one copy of `key`'s fingerprint; returns whether one was found.
     ///
-    /// **Only remove keys you inserted** (and as many times as you inserted them). Removing a
-    /// key that was never inserted can take out the fingerprint of another key that shares
-    /// its fingerprint and buckets, and that key would then be reported absent: a false
-    /// negative. The [`guard`](crate) layer only removes after the store confirms a delete.
+    /// **Only remove keys you inserted** (and as many times as you inserted them, and not
+    /// across a [`clear`](Self::clear), which removes every key). Removing a key that was
+    /// never inserted can take out the fingerprint of another key that shares its fingerprint
+    /// and buckets, and that key would then be reported absent: a false negative. The [`guard`](crate) layer only removes after the store confirms a delete.
     ///
     /// # Examples
     ///
@@ -520,9 +520,14 @@ impl<S> CuckooFilter<S> {
 
     /// Removes every fingerprint.
     ///
+    /// Every key inserted before counts as removed: do not [`remove`](Self::remove) such a
+    /// key afterwards (nor while the clear runs). Its copy is gone, and the remove could take
+    /// out the copy of a key inserted after the clear that shares its fingerprint and buckets,
+    /// exactly as removing a key never inserted can.
+    ///
     /// Runs under every stripe lock, so it waits for writers in progress and holds off new
-    /// ones while it runs (O(capacity)); lookups keep running and may see some keys already
-    /// cleared and others not yet.
+    /// ones while it runs (O(capacity)). Lookups keep running; one that overlaps the clear
+    /// retries and may answer "present" (a false positive) rather than wait for it.
     ///
     /// # Examples
     ///

@@ -38,7 +38,8 @@
 //!
 //! - **No false negatives.** If `insert(k)` returned `Ok` before `contains(k)` began, and no
 //!   `remove(k)` has taken that copy out, `contains(k)` returns `true`: under any interleaving
-//!   of concurrent inserts, removes, and the displacements inserts make.
+//!   of concurrent inserts, removes (of `k` or of keys sharing its fingerprint and buckets),
+//!   and the displacements inserts make.
 //! - **Readers never block.** A lookup takes no lock and stores nothing to shared memory (the
 //!   one exception: when a concurrent writer in its lock stripe forces a retry, it bumps a
 //!   per-thread statistics counter). If it keeps racing writers in its stripe (say a writer
@@ -66,9 +67,11 @@
 //! slot in either of the key's buckets if it can; otherwise it searches the cuckoo graph
 //! breadth-first, without changing anything, for the shortest path to a free slot, then moves
 //! the free slot back along that path one hop at a time, each hop re-checked under its locks
-//! and done as copy-then-clear. Around each hop, a version counter for the moved fingerprint's
-//! bucket pair is odd. A reader loads that version, both buckets and the version again: a
-//! match answers at once, and "absent" is answered only if no hop overlapped the read. A lookup
+//! and done as copy-then-clear. Around each hop, and around each remove's clearing store, a
+//! version counter for the fingerprint's bucket pair is odd: every store that can take a copy
+//! out of a bucket changes it. A reader loads that version, both buckets and the version
+//! again: a match answers at once, and "absent" is answered only if no such store overlapped
+//! the read. A lookup
 //! pins no epoch and takes no hazard pointer: either costs a full memory barrier per call,
 //! which stops consecutive lookups from overlapping their cache misses (`BENCHMARKS.md`).
 //! The `# Synchronization protocol` section of the `table::stripe` module lists each step

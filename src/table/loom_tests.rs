@@ -1113,84 +1113,63 @@ fn loom_i2_negative_control_hop_versioning_the_lower_lock_is_missed() {
 }
 
 // ---------------------------------------------------------------------------------------
-// clear: racing a reader and an insert.
+// clear: a take of everything, racing a reader.
 // ---------------------------------------------------------------------------------------
 
-/// `clear` without its lock span around the stores: it takes every lock, resets the counts,
-/// unlocks, and only then zeroes the buckets, so a put that lands in between is wiped.
-fn clear_after_unlocking(t: &Table) {
-    {
-        let mut locks: Vec<StripeLock<'_>> = t.stripes.iter().map(StripeLock::acquire).collect();
-        for lock in &mut locks {
-            lock.reset_count();
-        }
-    }
+/// `clear` without its windows: every bucket zeroed under every lock, no version changed.
+fn clear_unversioned(t: &Table) {
+    let mut locks: Vec<StripeLock<'_>> = t.stripes.iter().map(StripeLock::acquire).collect();
     for word in t.buckets.iter() {
         Fp16::store(word, 0, Ordering::Release);
     }
+    for lock in &mut locks {
+        lock.reset_count();
+    }
 }
 
-/// K has a copy in bucket 1. One thread clears the table while another inserts K again and
-/// then raises a flag; a reader notes the flag and looks K up. Whenever the flag was up before
-/// the lookup began and K's new copy survived (the insert ran after the clear), the lookup
-/// must find it; and the stripe counts must match the buckets.
-fn clear_races_insert_and_reader(correct_clear: bool, census: Census) {
-    let t = two_buckets();
+/// K (primary 0, alternate 1) has its copy in bucket 1; both buckets share one stripe. A
+/// writer clears the table and inserts K again, which puts the new copy in bucket 0. A count
+/// of K that loads bucket 0 after the new put and bucket 1 before the clear sees two copies,
+/// a state that never existed; without the clear's windows the stripe word is back where it
+/// was (count 1, then 0, then 1), so only the version can reject that read. Every validated
+/// count is 0 or 1.
+fn count_races_clear_and_reinsert(versioned_clear: bool, census: Census) {
+    let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
     let f = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, f);
     let k = t.probe_at(0, f);
-    let inserted = Arc::new(loom::sync::atomic::AtomicBool::new(false));
-    let clearing = spawn(&t, move |t| {
-        if correct_clear {
+    let writer = spawn(&t, move |t| {
+        if versioned_clear {
             t.clear();
         } else {
-            clear_after_unlocking(t);
+            clear_unversioned(t);
         }
-    });
-    let flag = Arc::clone(&inserted);
-    let inserting = spawn(&t, move |t| {
         assert_eq!(t.insert(k, false), Ok(Inserted::Added));
-        flag.store(true, Ordering::Release);
     });
-    let flag = Arc::clone(&inserted);
-    let reading = spawn(&t, move |t| {
-        let after_insert = flag.load(Ordering::Acquire);
-        (after_insert, t.contains(k))
-    });
-    clearing.join().unwrap();
-    inserting.join().unwrap();
-    let (after_insert, found) = reading.join().unwrap();
-    let survived = t.count(k);
+    let counter = spawn(&t, move |t| t.count(k));
+    writer.join().unwrap();
+    let n = counter.join().unwrap();
     assert!(
-        survived <= 1,
-        "the copy in bucket 1 survived a clear: {survived} copies"
+        n <= 1,
+        "count saw {n} copies across a clear: a state that never existed"
     );
     assert_eq!(
         t.len(),
-        survived,
+        1,
         "stripe counts disagree with the buckets after a clear"
     );
-    if after_insert && survived == 1 {
-        assert!(
-            found,
-            "false negative after a clear: K was inserted after it"
-        );
-    }
-    census.saw(after_insert && survived == 1 && t.counters().read_fallbacks() == 0);
+    census.saw(raced_and_validated(&t));
 }
 
 #[test]
-fn loom_w3_clear_racing_an_insert_and_a_reader() {
-    explore(
-        "a lookup that began after an insert that followed the clear, answered by a validated read",
-        |c| clear_races_insert_and_reader(true, c),
-    );
+fn loom_w3_count_racing_a_clear_and_a_reinsert_sees_one_instant() {
+    explore(RACED, |c| count_races_clear_and_reinsert(true, c));
 }
 
 #[test]
-#[should_panic(expected = "after a clear")]
-fn loom_w3_negative_control_clear_storing_after_unlock_loses_an_insert() {
-    loom::model(|| clear_races_insert_and_reader(false, Census::default()));
+#[should_panic(expected = "count saw 2 copies across a clear")]
+fn loom_w3_negative_control_unversioned_clear_lets_count_see_two_copies() {
+    loom::model(|| count_races_clear_and_reinsert(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1313,4 +1292,83 @@ fn loom_count_fallback_under_the_locks_counts_a_moving_copy_once() {
 #[should_panic(expected = "count's fallback saw the moving copy")]
 fn loom_count_negative_control_unlocked_fallback_miscounts() {
     loom::model(|| count_fallback_races_displacement(false, Census::default()));
+}
+
+// ---------------------------------------------------------------------------------------
+// [W3]/[I4]: a take in another pair carries a hop's version through its lock.
+// ---------------------------------------------------------------------------------------
+
+/// A remove whose window has no Release fence: the odd version may become visible after the
+/// clearing store.
+fn remove_unfenced(t: &Table, p: Probe) -> bool {
+    let mut locks = t.lock_pair(p.primary, p.alternate);
+    for bucket in [p.primary, p.alternate] {
+        let word = &t.buckets[bucket];
+        let current = Fp16::load(word, Ordering::Relaxed);
+        let matches = matching_lanes::<Fp16>(current, p.fp);
+        if matches != 0 {
+            let version_stripe = t.version_stripe(p);
+            locks.get(version_stripe).begin_take_unfenced();
+            let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
+            Fp16::store(word, cleared, Ordering::Relaxed);
+            locks.get(version_stripe).end_take();
+            locks.get(t.stripe_of(bucket)).remove_fingerprint();
+            return true;
+        }
+    }
+    false
+}
+
+/// Three buckets, four stripes. `f`'s pair is {1, 2}; `g`'s pair is {2, 0}, whose version
+/// stripe (bucket 0's) is neither of `f`'s. A hop moves `f` from 2 to 1; a remove of `g` then
+/// clears `g` from bucket 2. The reader of `f` loads bucket 1 before the copy and bucket 2
+/// after `g`'s take: it can learn of the hop only through the take's Release fence, sequenced
+/// after its lock of bucket 2's stripe, which the hop released (write-read causality).
+fn reader_races_hop_then_foreign_take(fenced: bool, census: Census) {
+    let t = Arc::new(Table::with_stripes(3, 4, 2).unwrap());
+    let f = fp_linking(2, 1, 3, 1);
+    let g = fp_linking(2, 0, 3, 1);
+    t.set_slot(2, 0, f);
+    t.set_slot(2, 1, g);
+    let g_probe = t.probe_at(2, g);
+    let f_probe = t.probe_at(1, f);
+    assert_eq!((f_probe.alternate, g_probe.alternate), (2, 0));
+    assert_eq!(
+        t.version_stripe(g_probe),
+        0,
+        "g's version stripe is not one of f's"
+    );
+    let hop = Hop {
+        from: 2,
+        slot: 0,
+        fp: f,
+        to: 1,
+    };
+    let moving = spawn(&t, move |t| t.displace(hop));
+    let removing = spawn(&t, move |t| {
+        if fenced {
+            t.remove(g_probe)
+        } else {
+            remove_unfenced(t, g_probe)
+        }
+    });
+    let reading = spawn(&t, move |t| t.contains(f_probe));
+    assert!(moving.join().unwrap());
+    assert!(removing.join().unwrap());
+    assert!(
+        reading.join().unwrap(),
+        "false negative: a take in another pair hid the hop"
+    );
+    census.saw(raced_and_validated(&t));
+}
+
+#[test]
+fn loom_w3_lookup_survives_a_hop_then_a_take_in_another_pair() {
+    explore(RACED, |c| reader_races_hop_then_foreign_take(true, c));
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_w3_negative_control_unfenced_take_in_another_pair_hides_a_hop() {
+    loom::model(|| reader_races_hop_then_foreign_take(false, Census::default()));
 }

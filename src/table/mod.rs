@@ -493,5 +493,8 @@ impl<L: Layout> RawTable<L> {
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests;
 
+#[cfg(all(test, not(cuckoo_loom)))]
+mod net_move_stress;
+
 #[cfg(all(test, cuckoo_loom))]
 mod loom_tests;

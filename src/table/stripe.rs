@@ -45,7 +45,8 @@
 //!
 //! Invariants:
 //! - **\[I1\]** No false negatives: a key whose insert happened before a lookup began, and
-//!   which was not removed, is reported present (argued below).
+//!   which was not removed (by its own remove or by a `clear`), is reported present (argued
+//!   below).
 //! - **\[I2\]** Pair coverage: a take of `f` from bucket `b` opens its window on the version
 //!   stripe of `b`'s pair for `f`, which is the pair every lookup of a key with fingerprint `f`
 //!   and bucket `b` validates against. (A hop's two buckets, a remove's two buckets and a
@@ -60,34 +61,48 @@
 //!
 //! # Why a validated "absent" misses no key (\[I1\])
 //!
+//! Premises. Each bucket word's modification order is the order in which its stripe's lock
+//! holders stored to it (\[W2\]); every store rewrites the current word, changing one lane (a
+//! put fills an empty lane, a take clears a lane holding its fingerprint), except `clear`,
+//! which zeroes it. And the filter's contract for removes: a key is removed only after its
+//! insert returned, only as often as it was inserted, and not after a `clear` that followed
+//! its insert (`clear` removes every key).
+//!
 //! A lookup of `f` in pair `{p, a}` that answers "absent" read stripe-word stores `σ1` (\[R1\])
 //! and then `σ2` (\[R3\]) with equal values and an even version. Consider any take window `W`
 //! on that version stripe.
 //!
-//! 1. `W` did not open between `σ1` and `σ2`: opening bumps the version, versions only grow,
-//!    and so `σ2` would differ from `σ1`. Nor was `σ1` inside `W` (its version is even). So
-//!    `W` closed at or before `σ1`, or opened after `σ2`.
-//! 2. Closed at or before `σ1`: every store of the word from `W`'s unlock on is made by a later
-//!    lock holder (or is a lock's read-modify-write, which continues the release sequence),
-//!    so the Acquire load \[R1\] makes `W` happen before the bucket loads, which therefore see
-//!    `W`'s stores or later ones.
-//! 3. Opened after `σ2`: suppose a bucket load read a store of `W`, or any later store to that
-//!    bucket. Every store to a bucket is made under its stripe's lock (\[W2\]), after a Release
-//!    fence (a take) or as a Release store (a put), by `W` or a later holder. \[R3\]'s Acquire
-//!    fence then synchronizes with it, `W`'s odd version store happens before the reload, and
-//!    the reload reads it or a later value, not `σ2`: a contradiction. So the bucket loads see
-//!    none of `W`'s stores.
+//! 1. `W` did not open between `σ1` and `σ2`: opening bumps the version, versions only grow
+//!    (modulo 2^40, see below), so `σ2` would differ from `σ1`. Nor is `σ1` inside `W`: its
+//!    version is even, so it is not a `begin_take` store. So `W` closed at or before `σ1`,
+//!    or opened after `σ2`.
+//! 2. Closed at or before `σ1`: `σ1` is an unlock (Release) or a lock's compare-exchange (a
+//!    read-modify-write, which continues the release sequence of the unlock it read). Each is
+//!    made by `W`'s holder or a later one, and lock holders are chained by their unlocks and
+//!    Acquire locks, so `W` happens before the unlock whose release sequence `σ1` is in, and
+//!    the Acquire load \[R1\] makes `W` happen before the bucket loads: they see `W`'s stores
+//!    or later ones (coherence).
+//! 3. Opened after `σ2`: suppose a bucket load read a store of `W`, or a store that follows
+//!    one of `W`'s in that bucket's order. `W` holds that bucket's stripe (\[W2\]); its odd
+//!    version store is sequenced before its Release fence and before its unlock of that
+//!    stripe, and every later store to the bucket is made by a later holder of the stripe,
+//!    after its Acquire lock, as a Release store (a put) or after a Release fence (a take,
+//!    whatever pair it versions). \[R3\]'s Acquire fence synchronizes with that store or fence,
+//!    so `W`'s odd version store happens before the reload, which then reads it or a later
+//!    value, not `σ2`: a contradiction. So the bucket loads see none of `W`'s stores.
 //!
 //! So the reader's *view* (for each of its two buckets, the stores up to the one its load
-//! read) holds each take of the pair whole or not at all. Count the copies of `f` in the view:
-//! a hop in the view moved a copy within the pair (net zero), each remove in the view took
-//! one, each put in the view added one; every `clear` in the view comes before the puts that
-//! count. A key `K` inserted before the lookup has its put in the view (coherence). Each
-//! remove in the view happened before the lookup, and so did the insert of the key it removed
-//! (a key is removed only after its insert: the filter's contract, which the guard keeps), so
-//! that put is in the view too. `K` itself was not removed. The view therefore holds at least
-//! one copy more than the removes took: the lookup finds `f`. The same view makes a validated
-//! `count` at least the number of copies the key's own inserts put.
+//! read) holds each take of the pair whole or not at all, and by the premises the copies of
+//! `f` in the view are the net of the stores in it that change an `f` lane: a hop in the view
+//! moved a copy within the pair (net zero), each remove in the view took one, each put in the
+//! view added one, and a `clear` in the view erased everything before it. A key `K` inserted
+//! before the lookup, and not removed, has its put in the view (coherence) after every `clear`
+//! in the view (a later `clear` would have removed `K`). Each remove in the view happened
+//! before the lookup, and so did the insert of the key it removed, after the last `clear` in
+//! the view (the contract), so that put is in the view too and counts. The view therefore
+//! holds at least one copy more than the removes took: the lookup finds `f`. The same view
+//! makes a validated `count` at least the number of times the key was inserted and not
+//! removed.
 //!
 //! **Net moves.** Every writer path is a sequence of puts and takes: `insert` (one put, into
 //! the primary under its stripe alone, or into either bucket under both), `insert_unique` (a
@@ -101,10 +116,11 @@
 //! **Version wrap.** The version has 40 bits, and each window advances it by two: `σ1` and
 //! `σ2` show equal versions across windows only if 2^39 windows of one stripe ran while the
 //! reader sat between two loads a few nanoseconds apart, and the count field also came back
-//! to its value. Each window is a lock hand-off; even at 10^9 windows a second in one stripe
-//! (far above what one cache line sustains) that takes nine minutes, so only a reader thread
-//! suspended for minutes between those two loads (a debugger, `SIGSTOP`) could be fooled.
-//! That is accepted rather than spending a second word per stripe.
+//! to its value. Each window is a lock hand-off on one cache line: a thread removing in one
+//! stripe as fast as it can opens some 10^7 to 10^8 windows a second, so a wrap takes hours
+//! (and nine minutes even at an unreachable 10^9 a second). Only a reader thread suspended
+//! for that long between those two loads (a debugger, `SIGSTOP`) could be fooled; that is
+//! accepted rather than spending a second word per stripe.
 //!
 //! The models in `table::loom_tests` check these steps, each beside a broken variant that
 //! loom must catch.
