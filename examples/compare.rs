@@ -836,9 +836,21 @@ fn main() {
          the notes below.\n"
     );
     md.push_str(NOTES);
+    // Hand-written sections after the marker are measured by other commands (they name
+    // theirs) and are kept as they are.
+    if let Ok(old) = std::fs::read_to_string("BENCHMARKS.md") {
+        if let Some(at) = old.find(HAND_WRITTEN_MARKER) {
+            md.push('\n');
+            md.push_str(&old[at..]);
+        }
+    }
     std::fs::write("BENCHMARKS.md", &md).expect("write BENCHMARKS.md");
     print!("{md}");
 }
+
+/// The line after which `BENCHMARKS.md` holds hand-written sections this report keeps.
+const HAND_WRITTEN_MARKER: &str =
+    "<!-- Hand-written sections follow; examples/compare.rs keeps them. -->";
 
 /// `miss` rates at 1 and 2 threads per contender, for the bar chart.
 fn names_for_plot(lookups: &BTreeMap<String, f64>) -> Vec<(String, f64)> {

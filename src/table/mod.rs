@@ -421,17 +421,15 @@ impl<L: Layout> RawTable<L> {
             let current = L::load(word, Ordering::Relaxed);
             let matches = matching_lanes::<L>(current, p.fp);
             if matches != 0 {
-                let version_stripe = self.version_stripe(p);
-                locks.get(version_stripe).begin_take();
-                // ORDERING: Relaxed; [W3] ordered after the odd version by the Release fence
-                // of `begin_take`.
-                L::store(
-                    word,
-                    with_lane::<L>(current, first_lane::<L>(matches), 0),
-                    Ordering::Relaxed,
-                );
-                locks.get(version_stripe).end_take();
-                locks.get(self.stripe_of(bucket)).remove_fingerprint();
+                locks.take_one(self.version_stripe(p), self.stripe_of(bucket), || {
+                    // ORDERING: Relaxed; [W3] ordered after the odd version by the Release
+                    // fence of the window.
+                    L::store(
+                        word,
+                        with_lane::<L>(current, first_lane::<L>(matches), 0),
+                        Ordering::Relaxed,
+                    );
+                });
                 return true;
             }
         }

@@ -299,6 +299,27 @@ impl<'a> PairLock<'a> {
         PairLock { low, high }
     }
 
+    /// Runs `clear` (a take's store of one fingerprint out of a bucket of stripe `owner`)
+    /// inside a window on stripe `version` \[W3\], and counts the fingerprint out of `owner`.
+    /// Both stripes must be held.
+    ///
+    /// One call resolves both locks, so the pair stays in registers on the remove path.
+    #[inline]
+    pub(crate) fn take_one(&mut self, version: usize, owner: usize, clear: impl FnOnce()) {
+        let (low_index, low) = &mut self.low;
+        let (version_lock, owner_lock) = match &mut self.high {
+            None => (low, None),
+            Some((_, high)) if version == owner && *low_index == version => (low, None),
+            Some((_, high)) if version == owner => (high, None),
+            Some((_, high)) if *low_index == version => (low, Some(high)),
+            Some((_, high)) => (high, Some(low)),
+        };
+        version_lock.begin_take();
+        clear();
+        version_lock.end_take();
+        owner_lock.unwrap_or(version_lock).remove_fingerprint();
+    }
+
     /// The held lock of stripe `index`, which must be one of the two.
     #[inline]
     pub(crate) fn get(&mut self, index: usize) -> &mut StripeLock<'a> {
