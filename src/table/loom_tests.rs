@@ -653,8 +653,9 @@ fn loom_insert_with_displacement_negative_control_unvalidated_reader() {
 
 /// The hop moves f from bucket 1 to bucket 0; then another writer, locking only bucket 1's
 /// stripe (its key's pair is {1, 1}), inserts or removes g there. The reader loads bucket 0
-/// before the copy and bucket 1 after the plain write: only a Release plain store lets its
-/// Acquire fence see the hop's odd version through the writer's lock (write-read causality).
+/// before the copy and bucket 1 after the plain write: only a Release put, or a take's Release
+/// fence, lets its Acquire fence see the hop's odd version through the writer's lock
+/// (write-read causality).
 fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter, census: Census) {
     let t = two_buckets();
     let f = fp_linking(1, 0, 2, 1);

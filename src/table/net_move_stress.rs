@@ -24,11 +24,11 @@
 //! known to be able to fail where it runs.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::fingerprint::{Fp8, SLOTS};
+use crate::sync::AtomicU32;
 
 const BUCKETS: usize = 256;
 const STRIPES: usize = 4;
@@ -168,7 +168,7 @@ fn run(
         lay_out(&t, g);
     }
     let len = t.len();
-    let stop = AtomicBool::new(false);
+    let stop = AtomicU32::new(0);
     let started = Instant::now();
     let net_moves = AtomicU64::new(0);
     let lookups = AtomicU64::new(0);
@@ -179,7 +179,8 @@ fn run(
             s.spawn(move || {
                 let mine: Vec<Group> = groups.iter().skip(w).step_by(WRITERS).copied().collect();
                 let mut moves = 0;
-                while !stop.load(Relaxed) {
+                // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+                while stop.load(Ordering::Relaxed) == 0 {
                     for g in &mine {
                         for key in [g.c, g.d] {
                             assert_eq!(t.insert(key, false), Ok(Inserted::Added));
@@ -188,7 +189,8 @@ fn run(
                         }
                     }
                 }
-                net_moves.fetch_add(moves, Relaxed);
+                // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+                net_moves.fetch_add(moves, Ordering::Relaxed);
             });
         }
         for r in 0..READERS {
@@ -196,34 +198,41 @@ fn run(
             let (lookups, false_negatives) = (&lookups, &false_negatives);
             s.spawn(move || {
                 let (mut n, mut missed) = (0u64, 0u64);
-                while !stop.load(Relaxed) {
+                // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+                while stop.load(Ordering::Relaxed) == 0 {
                     for g in groups.iter().skip(r) {
                         n += 1;
                         if !t.contains(g.victim) {
                             missed += 1;
                             if until == Until::FirstMiss {
-                                stop.store(true, Relaxed);
+                                // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+                                stop.store(1, Ordering::Relaxed);
                             }
                         }
                     }
                 }
-                lookups.fetch_add(n, Relaxed);
-                false_negatives.fetch_add(missed, Relaxed);
+                // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+                lookups.fetch_add(n, Ordering::Relaxed);
+                // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+                false_negatives.fetch_add(missed, Ordering::Relaxed);
             });
         }
         let deadline = started + Duration::from_secs(seconds.max(1));
-        while Instant::now() < deadline && !stop.load(Relaxed) {
+        // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+        while Instant::now() < deadline && stop.load(Ordering::Relaxed) == 0 {
             std::thread::sleep(Duration::from_millis(20));
         }
-        stop.store(true, Relaxed);
+        // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
+        stop.store(1, Ordering::Relaxed);
     });
     let stats = t
         .counters()
         .snapshot(t.len(), t.capacity(), t.max_path_len());
+    // ORDERING: Relaxed; a harness flag or tally, joined by the scope.
     let (moves, lookups, missed) = (
-        net_moves.load(Relaxed),
-        lookups.load(Relaxed),
-        false_negatives.load(Relaxed),
+        net_moves.load(Ordering::Relaxed),
+        lookups.load(Ordering::Relaxed),
+        false_negatives.load(Ordering::Relaxed),
     );
     eprintln!(
         "net moves ({label}): {:.1} s, {GROUPS} pairs, {moves} colliding insert+remove pairs (each \
