@@ -199,15 +199,16 @@ fn lookup(c: &mut Criterion) {
     }
 }
 
-/// Fills a fresh structure from `make` with `keys`, on `threads` threads.
-fn bench_fill<C: Contender>(
+/// Times `op` over `keys` at each thread count, once per iteration, each time on a fresh
+/// structure from `make` (built untimed).
+fn bench_fresh<C: Contender>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     make: impl Fn() -> C,
     keys: &[u64],
-    threads: &[usize],
+    op: impl Fn(&C, u64) + Sync,
 ) {
-    for &t in threads {
+    for &t in &THREADS {
         group.bench_function(BenchmarkId::new(name, format!("{t}t")), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
@@ -215,7 +216,7 @@ fn bench_fill<C: Contender>(
                     let set = make();
                     total += timed_split(1, t, keys, |ks| {
                         for &k in ks {
-                            black_box(set.insert(k));
+                            op(&set, k);
                         }
                     });
                     drop(set);
@@ -226,32 +227,74 @@ fn bench_fill<C: Contender>(
     }
 }
 
+/// What a fresh-structure group times.
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    /// Inserting every key into an empty structure.
+    Fill,
+    /// Removing every key from a structure filled with them (the fill is untimed).
+    Drain,
+}
+
+/// One contender of a fresh-structure group.
+fn bench_phase<C: Contender>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    phase: Phase,
+    name: &str,
+    make: impl Fn() -> C,
+    keys: &[u64],
+) {
+    match phase {
+        Phase::Fill => bench_fresh(group, name, make, keys, |set, k| {
+            black_box(set.insert(k));
+        }),
+        Phase::Drain => bench_fresh(
+            group,
+            name,
+            || filled(make(), keys),
+            keys,
+            |set, k| {
+                black_box(set.remove(k));
+            },
+        ),
+    }
+}
+
 fn insert(c: &mut Criterion) {
+    fresh_structure_groups(c, "insert/fill_to_95pct", Phase::Fill);
+}
+
+fn remove(c: &mut Criterion) {
+    fresh_structure_groups(c, "remove/from_95pct", Phase::Drain);
+}
+
+fn fresh_structure_groups(c: &mut Criterion, label: &str, phase: Phase) {
     for (size, n) in sizes() {
         // This crate's filter at 95% of its slots; every contender gets the same keys, except
         // the filters with power-of-two tables, which get 95% of their own slots.
         let slots = ours(n).capacity();
         let keys: Vec<u64> = (0..(slots as f64 * 0.95) as u64).map(member).collect();
-        let mut group = c.benchmark_group(format!("insert/fill_to_95pct/{size}"));
+        let mut group = c.benchmark_group(format!("{label}/{size}"));
         group.sample_size(10);
         group.throughput(Throughput::Elements(keys.len() as u64));
-        bench_fill(&mut group, "cuckoo-guard", || ours(n), &keys, &THREADS);
-        bench_fill(
+        bench_phase(&mut group, phase, "cuckoo-guard", || ours(n), &keys);
+        bench_phase(
             &mut group,
+            phase,
             "DashSet ahash",
             || dashmap::DashSet::with_capacity_and_hasher(keys.len(), AHashBuilder::new()),
             &keys,
-            &THREADS,
         );
-        bench_fill(
+        bench_phase(
             &mut group,
+            phase,
             "scc::HashSet ahash",
             || scc::HashSet::with_capacity_and_hasher(keys.len(), AHashBuilder::new()),
             &keys,
-            &THREADS,
         );
-        bench_fill(
+        bench_phase(
             &mut group,
+            phase,
             "RwLock<HashSet> ahash",
             || {
                 RwLock::new(HashSet::with_capacity_and_hasher(
@@ -260,13 +303,13 @@ fn insert(c: &mut Criterion) {
                 ))
             },
             &keys,
-            &THREADS,
         );
         let cf_slots = cuckoofilter_slots(n);
         let cf_keys = &keys[..((cf_slots as f64 * 0.95) as usize).min(keys.len())];
         group.throughput(Throughput::Elements(cf_keys.len() as u64));
-        bench_fill(
+        bench_phase(
             &mut group,
+            phase,
             "Mutex<cuckoofilter> ahash",
             || {
                 Mutex::new(cuckoofilter::CuckooFilter::<ahash::AHasher>::with_capacity(
@@ -274,90 +317,16 @@ fn insert(c: &mut Criterion) {
                 ))
             },
             cf_keys,
-            &THREADS,
         );
         let acf_slots = atomic_cuckoo_filter::CuckooFilter::with_capacity(n).capacity();
         let acf_keys = &keys[..((acf_slots as f64 * 0.95) as usize).min(keys.len())];
         group.throughput(Throughput::Elements(acf_keys.len() as u64));
-        bench_fill(
+        bench_phase(
             &mut group,
+            phase,
             "atomic-cuckoo-filter ahash",
             || acf_ahash(n),
             acf_keys,
-            &THREADS,
-        );
-        group.finish();
-    }
-}
-
-/// Removes every key of a structure from `make` filled with `keys` (the fill is untimed), on
-/// `threads` threads.
-fn bench_drain<C: Contender>(
-    group: &mut BenchmarkGroup<'_, WallTime>,
-    name: &str,
-    make: impl Fn() -> C,
-    keys: &[u64],
-    threads: &[usize],
-) {
-    for &t in threads {
-        group.bench_function(BenchmarkId::new(name, format!("{t}t")), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let set = filled(make(), keys);
-                    total += timed_split(1, t, keys, |ks| {
-                        for &k in ks {
-                            black_box(set.remove(k));
-                        }
-                    });
-                    drop(set);
-                }
-                total
-            })
-        });
-    }
-}
-
-fn remove(c: &mut Criterion) {
-    for (size, n) in sizes() {
-        // The keys of the insert group: this crate's filter at 95% of its slots, the filters
-        // with power-of-two tables at 95% of theirs.
-        let slots = ours(n).capacity();
-        let keys: Vec<u64> = (0..(slots as f64 * 0.95) as u64).map(member).collect();
-        let mut group = c.benchmark_group(format!("remove/from_95pct/{size}"));
-        group.sample_size(10);
-        group.throughput(Throughput::Elements(keys.len() as u64));
-        bench_drain(&mut group, "cuckoo-guard", || ours(n), &keys, &THREADS);
-        bench_drain(
-            &mut group,
-            "DashSet ahash",
-            || dashmap::DashSet::with_capacity_and_hasher(keys.len(), AHashBuilder::new()),
-            &keys,
-            &THREADS,
-        );
-        let cf_slots = cuckoofilter_slots(n);
-        let cf_keys = &keys[..((cf_slots as f64 * 0.95) as usize).min(keys.len())];
-        group.throughput(Throughput::Elements(cf_keys.len() as u64));
-        bench_drain(
-            &mut group,
-            "Mutex<cuckoofilter> ahash",
-            || {
-                Mutex::new(cuckoofilter::CuckooFilter::<ahash::AHasher>::with_capacity(
-                    n,
-                ))
-            },
-            cf_keys,
-            &THREADS,
-        );
-        let acf_slots = atomic_cuckoo_filter::CuckooFilter::with_capacity(n).capacity();
-        let acf_keys = &keys[..((acf_slots as f64 * 0.95) as usize).min(keys.len())];
-        group.throughput(Throughput::Elements(acf_keys.len() as u64));
-        bench_drain(
-            &mut group,
-            "atomic-cuckoo-filter ahash",
-            || acf_ahash(n),
-            acf_keys,
-            &THREADS,
         );
         group.finish();
     }

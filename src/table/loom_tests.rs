@@ -243,25 +243,6 @@ impl PlainWriter {
     }
 }
 
-/// `remove` without its window [W3]: locked, a Release store, no version change. The broken
-/// variant the net-move models catch: a put of `f` into one bucket and this take of an `f`
-/// from the other move a copy with the stripe word unchanged.
-fn remove_unversioned(t: &Table, p: Probe) -> bool {
-    let mut locks = t.lock_pair(p.primary, p.alternate);
-    for bucket in [p.primary, p.alternate] {
-        let word = &t.buckets[bucket];
-        let current = Fp16::load(word, Ordering::Relaxed);
-        let matches = matching_lanes::<Fp16>(current, p.fp);
-        if matches != 0 {
-            let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
-            Fp16::store(word, cleared, Ordering::Release);
-            locks.get(t.stripe_of(bucket)).remove_fingerprint();
-            return true;
-        }
-    }
-    false
-}
-
 /// `remove` without [W2]: a read-modify-write of the bucket word without the stripe locks, so
 /// it can clear the transient second copy of a hop in flight.
 fn remove_unlocked(t: &Table, p: Probe) -> bool {
@@ -877,7 +858,7 @@ fn loom_w1_clear_racing_a_hop_leaves_an_empty_consistent_table() {
 enum Remover {
     /// `RawTable::remove` itself: a take inside a window on the pair's version stripe.
     Versioned,
-    /// [`remove_unversioned`].
+    /// [`RawTable::remove_unversioned`].
     Unversioned,
 }
 
@@ -885,7 +866,7 @@ impl Remover {
     fn remove(self, t: &Table, p: Probe) -> bool {
         match self {
             Remover::Versioned => t.remove(p),
-            Remover::Unversioned => remove_unversioned(t, p),
+            Remover::Unversioned => t.remove_unversioned(p),
         }
     }
 }
@@ -913,99 +894,116 @@ fn net_move_table() -> (Arc<Table>, Probe, Probe) {
     (t, primary_1, primary_0)
 }
 
-/// The reviewed trace. Key K (primary 1, alternate 0) has its copy in bucket 0. A writer
-/// inserts K2 (same fingerprint, primary 0): bucket 0 is full, so the copy goes to bucket 1;
-/// then it removes K2, which scans bucket 0 first and takes K's copy. A reader of K that loads
-/// bucket 1 before the put and bucket 0 after the take sees no copy, and without a window the
-/// stripe word (count +1, then -1) is what it was.
-fn colliding_put_then_take_races_lookup(remover: Remover, census: Census) {
-    let (t, k, k2) = net_move_table();
+/// Whose copies a read counts while the writer puts and takes copies of the primary-0 probe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Victim {
+    /// K, primary 1: the writer's key collides with it (same fingerprint and buckets).
+    Colliding,
+    /// The writer's own key: the guard's update path.
+    Same,
+}
+
+/// How the racing read looks the victim up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Read {
+    Contains,
+    Count,
+}
+
+/// One writer inserts the primary-0 probe of `f` (bucket 0 is full, so the copy goes to
+/// bucket 1) and removes it again (a remove scans bucket 0 first, so it takes the copy that
+/// was there). That is a net move of a copy from bucket 0 to bucket 1, and without a window
+/// the stripe word (count +1, then -1) ends as it began.
+///
+/// - `Victim::Colliding`, the reviewed trace: K (primary 1, alternate 0) owns the copy in
+///   bucket 0, and the writer's key K2 collides with it. A read of K loads bucket 1 before
+///   the put and bucket 0 after the take.
+/// - `Victim::Same`, the guard's update path with one key and no collision: the create
+///   inserts the key again, the store answers "updated", the guard removes one copy and
+///   takes the old one. A read loads bucket 0 first and may see the take there and still the
+///   old value of bucket 1 (Relaxed loads, no sequential consistency).
+fn put_then_take_races_read(victim: Victim, read: Read, remover: Remover, census: Census) {
+    let (t, primary_1, primary_0) = net_move_table();
+    let k = match victim {
+        Victim::Colliding => primary_1,
+        Victim::Same => primary_0,
+    };
     let writer = spawn(&t, move |t| {
-        assert_eq!(t.insert(k2, false), Ok(Inserted::Added));
-        assert!(remover.remove(t, k2), "a copy was there to remove");
+        assert_eq!(t.insert(primary_0, false), Ok(Inserted::Added));
+        assert!(remover.remove(t, primary_0), "a copy was there to remove");
     });
-    let reader = spawn(&t, move |t| t.contains(k));
+    let reader = spawn(&t, move |t| match read {
+        Read::Contains => usize::from(t.contains(k)),
+        Read::Count => t.count(k),
+    });
     writer.join().unwrap();
+    let seen = reader.join().unwrap();
     assert!(
-        reader.join().unwrap(),
-        "false negative: a put and a colliding take moved K's copy unseen"
+        seen >= 1,
+        "false negative: {read:?} of {victim:?} saw {seen} copies after a put and a take"
     );
-    assert_eq!(t.count(k), 1, "exactly K's copy remains");
+    assert_eq!(t.count(k), 1, "exactly one copy remains");
     census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_w3_lookup_survives_a_put_and_a_colliding_take() {
     explore(RACED, |c| {
-        colliding_put_then_take_races_lookup(Remover::Versioned, c)
+        put_then_take_races_read(Victim::Colliding, Read::Contains, Remover::Versioned, c)
     });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_w3_negative_control_unversioned_remove_moves_a_copy_unseen() {
-    loom::model(|| colliding_put_then_take_races_lookup(Remover::Unversioned, Census::default()));
-}
-
-/// The same trace with `count`: it must never count K's copy zero times.
-fn colliding_put_then_take_races_count(remover: Remover, census: Census) {
-    let (t, k, k2) = net_move_table();
-    let writer = spawn(&t, move |t| {
-        assert_eq!(t.insert(k2, false), Ok(Inserted::Added));
-        assert!(remover.remove(t, k2));
+    loom::model(|| {
+        put_then_take_races_read(
+            Victim::Colliding,
+            Read::Contains,
+            Remover::Unversioned,
+            Census::default(),
+        )
     });
-    let counter = spawn(&t, move |t| t.count(k));
-    writer.join().unwrap();
-    let n = counter.join().unwrap();
-    assert!(
-        n >= 1,
-        "count of K fell to {n}: a colliding take moved its copy unseen"
-    );
-    census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_w3_count_survives_a_put_and_a_colliding_take() {
     explore(RACED, |c| {
-        colliding_put_then_take_races_count(Remover::Versioned, c)
+        put_then_take_races_read(Victim::Colliding, Read::Count, Remover::Versioned, c)
     });
 }
 
 #[test]
-#[should_panic(expected = "count of K fell to 0")]
+#[should_panic(expected = "false negative: Count")]
 fn loom_w3_negative_control_count_with_unversioned_remove() {
-    loom::model(|| colliding_put_then_take_races_count(Remover::Unversioned, Census::default()));
-}
-
-/// One key, no collision: the guard's update path. K (primary 0, alternate 1) has its copy in
-/// bucket 0, which is full; the guard's create inserts K again (the copy goes to bucket 1),
-/// the store answers "updated", and the guard removes one copy of K, which takes the old one
-/// from bucket 0. A reader's two Relaxed bucket loads may see the take in bucket 0 and still
-/// the old value of bucket 1 (allowed without sequential consistency).
-fn update_path_races_lookup(remover: Remover, census: Census) {
-    let (t, _, k) = net_move_table();
-    let guard_call = spawn(&t, move |t| {
-        assert_eq!(t.insert(k, false), Ok(Inserted::Added));
-        assert!(remover.remove(t, k));
+    loom::model(|| {
+        put_then_take_races_read(
+            Victim::Colliding,
+            Read::Count,
+            Remover::Unversioned,
+            Census::default(),
+        )
     });
-    let reader = spawn(&t, move |t| t.contains(k));
-    guard_call.join().unwrap();
-    assert!(
-        reader.join().unwrap(),
-        "false negative: the update path's take hid the key's own new copy"
-    );
-    census.saw(raced_and_validated(&t));
 }
 
 #[test]
 fn loom_w3_lookup_survives_the_guard_update_path() {
-    explore(RACED, |c| update_path_races_lookup(Remover::Versioned, c));
+    explore(RACED, |c| {
+        put_then_take_races_read(Victim::Same, Read::Contains, Remover::Versioned, c)
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_w3_negative_control_update_path_with_unversioned_remove() {
-    loom::model(|| update_path_races_lookup(Remover::Unversioned, Census::default()));
+    loom::model(|| {
+        put_then_take_races_read(
+            Victim::Same,
+            Read::Contains,
+            Remover::Unversioned,
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------

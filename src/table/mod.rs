@@ -469,6 +469,29 @@ impl<L: Layout> RawTable<L> {
             .collect()
     }
 
+    /// `remove` without its window \[W3\]: locked, a Release store, no version change. The
+    /// broken variant the net-move loom models and stress test must catch: a put of `f` into
+    /// one bucket and this take of an `f` from the other move a copy with the stripe word
+    /// unchanged.
+    #[cfg(test)]
+    pub(crate) fn remove_unversioned(&self, p: Probe) -> bool {
+        let mut locks = self.lock_pair(p.primary, p.alternate);
+        for bucket in [p.primary, p.alternate] {
+            let word = &self.buckets[bucket];
+            // ORDERING: Relaxed; under the stripe lock.
+            let current = L::load(word, Ordering::Relaxed);
+            let matches = matching_lanes::<L>(current, p.fp);
+            if matches != 0 {
+                let cleared = with_lane::<L>(current, first_lane::<L>(matches), 0);
+                // ORDERING: Release with no window: deliberately broken.
+                L::store(word, cleared, Ordering::Release);
+                locks.get(self.stripe_of(bucket)).remove_fingerprint();
+                return true;
+            }
+        }
+        false
+    }
+
     /// Stores `fp` in `slot` of `bucket` directly, counting it: setup for tests.
     #[cfg(test)]
     pub(crate) fn set_slot(&self, bucket: usize, slot: usize, fp: u64) {

@@ -102,26 +102,6 @@ fn lay_out(t: &RawTable<Fp8>, g: &Group) {
     }
 }
 
-/// A remove with no window: a locked Release store and no version change (the broken
-/// variant of \[W3\] for the negative control).
-fn remove_unversioned(t: &RawTable<Fp8>, p: Probe) -> bool {
-    let mut locks = t.lock_pair(p.primary, p.alternate);
-    for bucket in [p.primary, p.alternate] {
-        let word = &t.buckets[bucket];
-        // ORDERING: Relaxed; under the stripe lock.
-        let current = Fp8::load(word, Ordering::Relaxed);
-        let matches = matching_lanes::<Fp8>(current, p.fp);
-        if matches != 0 {
-            let cleared = with_lane::<Fp8>(current, first_lane::<Fp8>(matches), 0);
-            // ORDERING: Release, with no window: deliberately broken.
-            Fp8::store(word, cleared, Ordering::Release);
-            locks.get(t.stripe_of(bucket)).remove_fingerprint();
-            return true;
-        }
-    }
-    false
-}
-
 /// What one run counted.
 struct Report {
     moves: u64,
@@ -288,7 +268,7 @@ fn colliding_puts_and_takes_never_hide_a_copy() {
 fn negative_control_unversioned_removes_hide_copies() {
     let report = run(
         "negative control, unversioned remove, until the first false negative",
-        remove_unversioned,
+        RawTable::remove_unversioned,
         60,
         Until::FirstMiss,
     );
