@@ -39,7 +39,7 @@ async fn drop_table(url: &str, table: &str) {
 
 #[test]
 fn conformance_with_integer_keys() {
-    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
         return;
     };
     common::runtime().block_on(async {
@@ -51,7 +51,7 @@ fn conformance_with_integer_keys() {
 
 #[test]
 fn conformance_with_text_keys_and_bytea_values() {
-    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
         return;
     };
     common::runtime().block_on(async {
@@ -75,7 +75,7 @@ fn conformance_with_text_keys_and_bytea_values() {
 
 #[test]
 fn errors_surface_when_the_table_disappears() {
-    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
         return;
     };
     common::runtime().block_on(async {
@@ -94,7 +94,7 @@ fn errors_surface_when_the_table_disappears() {
 
 #[test]
 fn schema_and_connection_problems_are_clear_errors() {
-    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
         return;
     };
     common::runtime().block_on(async {
@@ -149,7 +149,7 @@ fn schema_and_connection_problems_are_clear_errors() {
 
 #[test]
 fn the_guard_stays_exact_under_concurrent_tasks() {
-    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
         return;
     };
     common::runtime().block_on(async {
@@ -181,7 +181,7 @@ fn the_guard_stays_exact_under_concurrent_tasks() {
 
 #[test]
 fn a_create_refused_for_lack_of_room_never_reaches_the_table() {
-    let Some(url) = common::server_url("DATABASE_URL", "PostgreSQL") else {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
         return;
     };
     common::runtime().block_on(async {

@@ -29,7 +29,7 @@ async fn cleanup<K, V>(store: &RedisStore<K, V>) {
 
 #[test]
 fn conformance_with_text_keys() {
-    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
         return;
     };
     common::runtime().block_on(async {
@@ -45,7 +45,7 @@ fn conformance_with_text_keys() {
 
 #[test]
 fn conformance_with_integer_keys_and_binary_values() {
-    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
         return;
     };
     common::runtime().block_on(async {
@@ -65,7 +65,7 @@ fn conformance_with_integer_keys_and_binary_values() {
 
 #[test]
 fn errors_surface_when_the_keys_hold_other_types() {
-    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
         return;
     };
     common::runtime().block_on(async {
@@ -121,7 +121,7 @@ fn an_unreachable_server_is_a_clear_error() {
 
 #[test]
 fn the_guard_stays_exact_under_concurrent_tasks() {
-    let Some(url) = common::server_url("REDIS_URL", "Redis") else {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
         return;
     };
     common::runtime().block_on(async {

@@ -6,6 +6,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+#[path = "../../tests/common/servers.rs"]
+mod servers;
+use servers::server_url;
+
 fn drill(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cuckoo-guard"))
         .args(args)
@@ -198,23 +202,13 @@ fn the_false_negative_check_catches_a_sabotaged_filter() {
     assert_eq!(report["verification"]["sweep_false_negatives"], 20);
 }
 
-fn server_url(variable: &str, what: &str) -> Option<String> {
-    match std::env::var(variable) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            println!("SKIPPED: the {what} drill needs {variable} (set by .ci/run); not set here");
-            None
-        }
-    }
-}
-
 fn unique_table(prefix: &str) -> String {
     format!("{prefix}_{}", std::process::id())
 }
 
 #[test]
 fn the_drill_runs_against_postgres() {
-    let Some(url) = server_url("DATABASE_URL", "PostgreSQL") else {
+    let Some(url) = server_url(&servers::POSTGRES) else {
         return;
     };
     let table = unique_table("cg_cli_drill");
@@ -256,7 +250,7 @@ fn the_drill_runs_against_postgres() {
 
 #[test]
 fn the_drill_runs_against_redis() {
-    let Some(url) = server_url("REDIS_URL", "Redis") else {
+    let Some(url) = server_url(&servers::REDIS) else {
         return;
     };
     let namespace = unique_table("cg_cli_drill");

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, ScanPage, Store, Written};
 
+pub(crate) mod servers;
+
 /// A tokio runtime with two workers, so spawned tasks really run in parallel.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -17,17 +19,6 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// The value of an environment variable naming a test server, or a printed skip notice.
-pub(crate) fn server_url(variable: &str, what: &str) -> Option<String> {
-    match std::env::var(variable) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            println!("SKIPPED: {what} tests need {variable} (set by .ci/run); not set here");
-            None
-        }
-    }
 }
 
 /// A name no other test run uses at the same time.
