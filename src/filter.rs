@@ -451,6 +451,24 @@ impl<S> CuckooFilter<S> {
         false_positive_rate(self.fingerprint_bits(), self.load_factor())
     }
 
+    /// The false-positive rate this filter's fingerprint width is configured for: the rate at
+    /// the design load of 95%, whatever the load is now (for that, see
+    /// [`expected_false_positive_rate`](Self::expected_false_positive_rate)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// let rate = filter.configured_false_positive_rate();
+    /// assert!(rate > 0.0001 && rate < 0.0002); // 16-bit fingerprints at 95% load
+    /// assert_eq!(filter.expected_false_positive_rate(), 0.0); // empty
+    /// ```
+    pub fn configured_false_positive_rate(&self) -> f64 {
+        design_false_positive_rate(self.fingerprint_bits())
+    }
+
     /// Bits per fingerprint (8 or 16).
     ///
     /// # Examples

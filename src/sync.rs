@@ -27,7 +27,8 @@ pub(crate) fn spin_loop() {
     std::hint::spin_loop();
 }
 
-/// Exponential backoff for lock acquisition (test-and-test-and-set, pitfall L4).
+/// Exponential backoff for lock acquisition (test-and-test-and-set), so that waiting writers
+/// spin on a plain load rather than bounce the lock's cache line with failed compare-exchanges.
 ///
 /// Spins `2^step` times for the first few turns, then yields the thread, so a writer preempted
 /// while holding a stripe does not keep another core busy for a whole time slice.

@@ -8,7 +8,6 @@ use std::hash::{BuildHasher, Hash};
 use crossbeam_utils::CachePadded;
 
 use super::{GuardError, GuardStats, Written};
-use crate::filter::design_false_positive_rate;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::{CuckooFilter, InsertError};
 
@@ -263,9 +262,7 @@ impl<H: BuildHasher> GuardCore<H> {
                 false_positives as f64 / negatives as f64
             },
             expected_false_positive_rate: self.filter.expected_false_positive_rate(),
-            configured_false_positive_rate: design_false_positive_rate(
-                self.filter.fingerprint_bits(),
-            ),
+            configured_false_positive_rate: self.filter.configured_false_positive_rate(),
             store_errors: sum(|s| &s.store_errors),
             creates: sum(|s| &s.creates),
             updates: sum(|s| &s.updates),

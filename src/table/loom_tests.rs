@@ -399,7 +399,8 @@ fn loom_r3_lookup_survives_a_move_and_its_return() {
 }
 
 // ---------------------------------------------------------------------------------------
-// [W2]/[W3]: a remove racing a displacement (pitfall P5).
+// [W2]/[W3]: a remove racing a displacement (an unlocked remove could clear a hop's
+// transient second copy).
 // ---------------------------------------------------------------------------------------
 
 /// Keys A and B share fingerprint and buckets. A's copy moves from bucket 1 to bucket 0, where

@@ -24,13 +24,15 @@ use self::stripe::{PairLock, StripeLock};
 pub(crate) const MAX_STRIPES: usize = 4096;
 
 /// Attempts a lookup makes before it answers "present" rather than wait for a writer that
-/// keeps displacing in its bucket pair (pitfall L1).
+/// keeps displacing in its bucket pair: a false positive costs one store read, a reader that
+/// waits on writers can starve.
 #[cfg(not(cuckoo_loom))]
 const READ_ATTEMPTS: usize = 64;
 #[cfg(cuckoo_loom)]
 const READ_ATTEMPTS: usize = 4;
 
-/// Path searches an insert makes when other writers keep invalidating its path (pitfall L2).
+/// Path searches an insert makes when other writers keep invalidating its path, so that an
+/// insert under heavy contention fails with `Contended` rather than retry forever.
 #[cfg(not(cuckoo_loom))]
 const INSERT_ATTEMPTS: usize = 32;
 #[cfg(cuckoo_loom)]
@@ -231,7 +233,7 @@ impl<L: Layout> RawTable<L> {
     }
 
     /// The retry loop of [`contains`](Self::contains), after its first attempt could not be
-    /// validated: at most `READ_ATTEMPTS` attempts in all, then "present" (pitfall L1).
+    /// validated: at most `READ_ATTEMPTS` attempts in all, then "present" (a bounded wait).
     #[cold]
     #[inline(never)]
     fn contains_contended(

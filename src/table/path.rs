@@ -10,9 +10,10 @@
 //! bucket with a free slot, so the path found is a shortest one. A path of `max_path_len`
 //! buckets displaces at most `max_path_len - 1` fingerprints.
 //!
-//! Execution starts at the free end (pitfall P2): the last fingerprint on the path moves into
-//! the free slot, which frees its old slot for the fingerprint before it, and so on, until a
-//! slot in the new key's own bucket is free. Each hop is one \[W3\] step of the protocol in
+//! Execution starts at the free end, so no fingerprint is ever out of the table (moving from
+//! the key's end first would clear a slot before its fingerprint had a new home): the last
+//! fingerprint on the path moves into the free slot, which frees its old slot for the
+//! fingerprint before it, and so on, until a slot in the new key's own bucket is free. Each hop is one \[W3\] step of the protocol in
 //! [`stripe`](super::stripe): it locks the stripes of its two buckets, checks that the
 //! fingerprint is still where the search saw it and that the destination still has a free
 //! slot, copies, then clears. If another writer changed either bucket since the search, the
@@ -373,7 +374,7 @@ mod tests {
     #[test]
     fn a_bucket_pair_sharing_one_stripe_locks_once() {
         // Two stripes for 16 buckets: buckets 2 and 4 share stripe 0. A non-reentrant lock
-        // taken twice would hang here (pitfall L3).
+        // taken twice would hang here.
         let m = 16;
         let t = RawTable::<Fp16>::with_stripes(m, 2, 5).unwrap();
         let fp = fp_linking(2, 4, m);
