@@ -307,17 +307,18 @@ impl<'a> PairLock<'a> {
     #[inline]
     pub(crate) fn take_one(&mut self, version: usize, owner: usize, clear: impl FnOnce()) {
         let (low_index, low) = &mut self.low;
-        let (version_lock, owner_lock) = match &mut self.high {
+        let (version_lock, other) = match &mut self.high {
+            Some((_, high)) if *low_index != version => (high, Some(low)),
+            Some((_, high)) => (low, Some(high)),
             None => (low, None),
-            Some((_, high)) if version == owner && *low_index == version => (low, None),
-            Some((_, high)) if version == owner => (high, None),
-            Some((_, high)) if *low_index == version => (low, Some(high)),
-            Some((_, high)) => (high, Some(low)),
         };
         version_lock.begin_take();
         clear();
         version_lock.end_take();
-        owner_lock.unwrap_or(version_lock).remove_fingerprint();
+        match other {
+            Some(other) if owner != version => other.remove_fingerprint(),
+            _ => version_lock.remove_fingerprint(),
+        }
     }
 
     /// The held lock of stripe `index`, which must be one of the two.
