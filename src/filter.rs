@@ -1,5 +1,5 @@
-//! [`CuckooFilter`] and its [`Builder`]: hashing, sizing, and dispatch to the table of the
-//! chosen fingerprint width.
+//! [`CuckooFilter`] and its [`Builder`]: the public face of the filter. Keys are hashed here;
+//! the sizing maths is in `sizing`, and the table of the chosen fingerprint width in `table`.
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -7,119 +7,15 @@ use std::hash::{BuildHasher, Hash};
 use ahash::RandomState;
 
 use crate::error::{BuildError, InsertError};
-use crate::fingerprint::{Fp16, Fp8, Layout, SLOTS};
-use crate::stats::{Stats, MAX_PATH_LEN};
-use crate::table::{InsertFailure, Inserted, Probe, RawTable};
-
-/// The load factor the false-positive rates are quoted at, and the load a default filter
-/// reliably reaches before its first failed insert.
-pub(crate) const DESIGN_LOAD: f64 = 0.95;
-
-/// The load a filter built for `capacity` keys reaches when it holds them: a little below the
-/// design load, so that `capacity` inserts succeed with room to spare.
-const SIZING_LOAD_PERCENT: u128 = 94;
+use crate::sizing::{
+    buckets_for, design_false_positive_rate, false_positive_rate, fingerprint_bits_for,
+    max_capacity,
+};
+use crate::stats::Stats;
+use crate::table::{InsertFailure, Inserted, Table, MAX_PATH_LEN};
 
 /// The default maximum cuckoo path length, in buckets (libcuckoo's `MAX_BFS_PATH_LEN`).
 const DEFAULT_MAX_PATH_LEN: usize = 5;
-
-/// The supported fingerprint widths, narrowest first.
-const SUPPORTED_BITS: [u32; 2] = [8, 16];
-
-/// Keys hashed and prefetched ahead of probing in [`CuckooFilter::contains_many`].
-const BATCH: usize = 16;
-
-/// The false-positive rate a filter of `bits`-bit fingerprints is configured for: the rate at
-/// the design load of 95%.
-pub(crate) fn design_false_positive_rate(bits: u32) -> f64 {
-    false_positive_rate(bits, DESIGN_LOAD)
-}
-
-/// The false-positive rate of `bits`-bit fingerprints at `load`.
-fn false_positive_rate(bits: u32, load: f64) -> f64 {
-    let per_slot = 1.0 / ((1u64 << bits) - 1) as f64;
-    1.0 - (1.0 - per_slot).powf(2.0 * SLOTS as f64 * load)
-}
-
-/// Buckets for `capacity` keys at the sizing load, or `None` beyond 2^32 buckets.
-///
-/// Small tables vary more in the load they reach, so `sqrt(capacity) + 2` buckets are added:
-/// with them, inserting `capacity` distinct keys never failed in 120,000 seeded runs of every
-/// capacity from 1 to 60 (`examples/first_failure.rs`); at a million keys they add 0.1%.
-fn buckets_for(capacity: usize) -> Option<usize> {
-    let per_bucket = SLOTS as u128 * SIZING_LOAD_PERCENT;
-    let slack = (capacity as f64).sqrt().ceil() as u128 + 2;
-    let buckets = (capacity as u128 * 100).div_ceil(per_bucket) + slack;
-    if buckets > 1 << 32 {
-        return None;
-    }
-    usize::try_from(buckets).ok()
-}
-
-/// The largest capacity [`Builder::capacity`] accepts.
-fn max_capacity() -> usize {
-    // `buckets_for` grows with its argument, so binary-search its last `Some`.
-    let (mut lo, mut hi) = (1usize, usize::MAX);
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if buckets_for(mid).is_some() {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    lo
-}
-
-/// The table of one fingerprint width; operations dispatch on it once per call.
-#[derive(Debug)]
-enum Table {
-    Fp8(RawTable<Fp8>),
-    Fp16(RawTable<Fp16>),
-}
-
-/// Runs `$body` with `$t` bound to the table of whichever width `$table` has.
-macro_rules! with_table {
-    ($table:expr, $t:ident => $body:expr) => {
-        match $table {
-            Table::Fp8($t) => $body,
-            Table::Fp16($t) => $body,
-        }
-    };
-}
-
-impl Table {
-    #[inline(always)]
-    fn contains(&self, hash: u64) -> bool {
-        with_table!(self, t => t.contains(t.probe(hash)))
-    }
-
-    fn count(&self, hash: u64) -> usize {
-        with_table!(self, t => t.count(t.probe(hash)))
-    }
-
-    /// Hashes and prefetches `BATCH` keys at a time, then probes them.
-    fn contains_many<K: Hash, S: BuildHasher>(&self, hasher: &S, keys: &[K], results: &mut [bool]) {
-        assert_eq!(
-            keys.len(),
-            results.len(),
-            "contains_many: {} keys but {} result slots",
-            keys.len(),
-            results.len()
-        );
-        with_table!(self, t => {
-            let mut probes = [Probe::default(); BATCH];
-            for (keys, results) in keys.chunks(BATCH).zip(results.chunks_mut(BATCH)) {
-                for (probe, key) in probes.iter_mut().zip(keys) {
-                    *probe = t.probe(hasher.hash_one(key));
-                    t.prefetch(*probe);
-                }
-                for (probe, result) in probes.iter().zip(results.iter_mut()) {
-                    *result = t.contains(*probe);
-                }
-            }
-        })
-    }
-}
 
 /// A concurrent cuckoo filter: an approximate set with no false negatives, lock-free reads and
 /// fine-grained locked writes.
@@ -271,7 +167,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
         unique: bool,
     ) -> Result<Inserted, InsertError> {
         let hash = self.hash(key);
-        let result = with_table!(&self.table, t => t.insert(t.probe(hash), unique));
+        let result = self.table.insert(hash, unique);
         result.map_err(|failure| match failure {
             InsertFailure::Full => InsertError::Full {
                 len: self.len(),
@@ -347,7 +243,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn remove<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let hash = self.hash(key);
-        with_table!(&self.table, t => t.remove(t.probe(hash)))
+        self.table.remove(hash)
     }
 
     /// The number of copies of `key`'s fingerprint in its two buckets: at least the number of
@@ -385,7 +281,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        with_table!(&self.table, t => t.len())
+        self.table.len()
     }
 
     /// Whether no fingerprint is stored.
@@ -414,7 +310,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.capacity() % 4, 0);
     /// ```
     pub fn capacity(&self) -> usize {
-        with_table!(&self.table, t => t.capacity())
+        self.table.capacity()
     }
 
     /// `len() / capacity()`.
@@ -481,10 +377,7 @@ impl<S> CuckooFilter<S> {
     /// # Ok::<(), cuckoo_guard::BuildError>(())
     /// ```
     pub fn fingerprint_bits(&self) -> u32 {
-        match self.table {
-            Table::Fp8(_) => Fp8::BITS,
-            Table::Fp16(_) => Fp16::BITS,
-        }
+        self.table.fingerprint_bits()
     }
 
     /// How inserts search for room when both of a key's buckets are full.
@@ -497,7 +390,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(CuckooFilter::with_capacity(10).displacement(), Displacement::BreadthFirst);
     /// ```
     pub fn displacement(&self) -> Displacement {
-        match with_table!(&self.table, t => t.random_walk_kicks()) {
+        match self.table.random_walk_kicks() {
             0 => Displacement::BreadthFirst,
             max_kicks => Displacement::RandomWalk { max_kicks },
         }
@@ -513,7 +406,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(CuckooFilter::with_capacity(10).max_path_len(), 5);
     /// ```
     pub fn max_path_len(&self) -> usize {
-        with_table!(&self.table, t => t.max_path_len())
+        self.table.max_path_len()
     }
 
     /// Heap bytes owned by the filter: the bucket array, the stripe words and the statistics
@@ -533,7 +426,7 @@ impl<S> CuckooFilter<S> {
     /// assert!(bits_per_key < 17.5);
     /// ```
     pub fn memory_usage(&self) -> usize {
-        with_table!(&self.table, t => t.heap_bytes())
+        self.table.heap_bytes()
     }
 
     /// Removes every fingerprint.
@@ -559,7 +452,7 @@ impl<S> CuckooFilter<S> {
     /// assert!(!filter.contains("a"));
     /// ```
     pub fn clear(&self) {
-        with_table!(&self.table, t => t.clear())
+        self.table.clear()
     }
 
     /// Size and operation counters: inserts, failures, displacements, the histogram of
@@ -576,9 +469,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.stats().failed_inserts, 0);
     /// ```
     pub fn stats(&self) -> Stats {
-        with_table!(&self.table, t => {
-            t.counters().snapshot(t.len(), t.capacity(), t.max_path_len())
-        })
+        self.table.stats()
     }
 
     /// The filter's hash builder.
@@ -756,35 +647,6 @@ impl<S> Builder<S> {
         }
     }
 
-    fn resolve_bits(&self) -> Result<u32, BuildError> {
-        let rate = match self.false_positive_rate {
-            None => None,
-            Some(rate) if rate.is_finite() && rate > 0.0 && rate < 1.0 => Some(rate),
-            Some(rate) => return Err(BuildError::InvalidFalsePositiveRate { rate }),
-        };
-        match (self.fingerprint_bits, rate) {
-            (Some(bits), _) if !SUPPORTED_BITS.contains(&bits) => {
-                Err(BuildError::UnsupportedFingerprintBits { bits })
-            }
-            (Some(bits), Some(rate)) if design_false_positive_rate(bits) > rate => {
-                Err(BuildError::FingerprintBitsTooFewForRate {
-                    bits,
-                    rate,
-                    achieved: design_false_positive_rate(bits),
-                })
-            }
-            (Some(bits), _) => Ok(bits),
-            (None, Some(rate)) => SUPPORTED_BITS
-                .into_iter()
-                .find(|&bits| design_false_positive_rate(bits) <= rate)
-                .ok_or(BuildError::UnachievableFalsePositiveRate {
-                    rate,
-                    best: design_false_positive_rate(16),
-                }),
-            (None, None) => Ok(16),
-        }
-    }
-
     /// Builds the filter.
     ///
     /// # Errors
@@ -798,7 +660,7 @@ impl<S> Builder<S> {
             Some(0) => return Err(BuildError::ZeroCapacity),
             Some(n) => n,
         };
-        let bits = self.resolve_bits()?;
+        let bits = fingerprint_bits_for(self.fingerprint_bits, self.false_positive_rate)?;
         if !(1..=MAX_PATH_LEN).contains(&self.max_path_len) {
             return Err(BuildError::InvalidMaxPathLen {
                 len: self.max_path_len,
@@ -822,48 +684,10 @@ impl<S> Builder<S> {
         let allocation_failed = BuildError::AllocationFailed {
             bytes: buckets.saturating_mul(word_bytes),
         };
-        let table = if bits == 8 {
-            RawTable::new(buckets, self.max_path_len).map(|t| Table::Fp8(t.with_random_walk(kicks)))
-        } else {
-            RawTable::new(buckets, self.max_path_len)
-                .map(|t| Table::Fp16(t.with_random_walk(kicks)))
-        }
-        .ok_or(allocation_failed)?;
+        let table = Table::new(bits, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
         Ok(CuckooFilter {
             hash_builder: self.hash_builder,
             table,
         })
-    }
-}
-
-#[cfg(all(test, not(cuckoo_loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expected_rates_match_the_paper_formula() {
-        // 2 x 4 x 0.95 / 2^f, to within the (1 - x)^n vs n x approximation.
-        for bits in SUPPORTED_BITS {
-            let approx = 2.0 * 4.0 * 0.95 / (1u64 << bits) as f64;
-            let exact = design_false_positive_rate(bits);
-            assert!(
-                (exact / approx - 1.0).abs() < 0.02,
-                "{bits}: {exact} vs {approx}"
-            );
-        }
-    }
-
-    #[test]
-    fn sizing_does_not_round_to_powers_of_two() {
-        // 3,000,000 keys at 16 bits: buckets within 5% of 3e6 x 16 / 0.95 bits.
-        let buckets = buckets_for(3_000_000).unwrap();
-        let bits = buckets as f64 * 64.0;
-        let ideal = 3_000_000.0 * 16.0 / 0.95;
-        assert!(bits <= ideal * 1.05, "{bits} bits vs {ideal}");
-        assert!(buckets * 4 >= 3_000_000);
-        assert_eq!(buckets_for(1), Some(4));
-        assert!(buckets_for(max_capacity()).is_some());
-        assert!(buckets_for(max_capacity() + 1).is_none());
-        assert!(max_capacity() > 16_000_000_000);
     }
 }

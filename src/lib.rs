@@ -100,6 +100,8 @@ mod error;
 mod filter;
 mod fingerprint;
 pub mod guard;
+mod sharded;
+mod sizing;
 mod stats;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub mod stores;

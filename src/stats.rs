@@ -1,21 +1,13 @@
 //! Operation counters and the [`Stats`] snapshot.
 //!
-//! Counters are sharded over cache-padded blocks, picked by thread ([`thread_index`]), so each
-//! of the first `SHARDS` threads bumps counters in a line no other thread writes. (Sharding by
-//! stripe, as before, sent every insert's counter line to a random shard, and with two writers
-//! the line was usually last written by the other core: a cache-line transfer per insert.)
-//! Writers bump them once per insert; readers touch them only on the retry path (a validation
-//! failed because a writer changed the stripe word during the lookup), never on a plain
-//! lookup. All counters are statistics: Relaxed, publishing nothing.
+//! Writers bump the counters once per insert; readers touch them only on the retry path (a
+//! validation failed because a writer changed the stripe word during the lookup), never on a
+//! plain lookup. They are [`Sharded`] by thread, so each thread bumps counters in its own
+//! cache line.
 
-use crossbeam_utils::CachePadded;
-
-use crate::sync::{thread_index, AtomicU64, Ordering};
-
-/// The longest cuckoo path an insert may search, in buckets.
-pub(crate) const MAX_PATH_LEN: usize = 8;
-
-const SHARDS: usize = 8;
+use crate::sharded::{bump, Sharded};
+use crate::sync::{AtomicU64, Ordering};
+use crate::table::MAX_PATH_LEN;
 
 #[derive(Debug)]
 struct Shard {
@@ -50,27 +42,19 @@ impl Shard {
 /// Sharded operation counters of one table.
 #[derive(Debug)]
 pub(crate) struct Counters {
-    shards: Box<[CachePadded<Shard>]>,
-}
-
-#[inline]
-fn bump(counter: &AtomicU64, by: u64) {
-    // ORDERING: Relaxed; a statistic, publishes nothing.
-    counter.fetch_add(by, Ordering::Relaxed);
+    shards: Sharded<Shard>,
 }
 
 impl Counters {
     pub(crate) fn new() -> Self {
         Counters {
-            shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Shard::new()))
-                .collect(),
+            shards: Sharded::new(Shard::new),
         }
     }
 
     #[inline]
     fn shard(&self) -> &Shard {
-        &self.shards[thread_index() % SHARDS]
+        self.shards.local()
     }
 
     #[inline]
@@ -123,11 +107,7 @@ impl Counters {
     }
 
     fn sum(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {
-        self.shards
-            .iter()
-            // ORDERING: Relaxed; a statistic.
-            .map(|s| field(s).load(Ordering::Relaxed))
-            .sum()
+        self.shards.sum(field)
     }
 
     /// The number of read retries so far (loom models use it to prove a race was explored).
@@ -150,7 +130,7 @@ impl Counters {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.shards.len() * std::mem::size_of::<CachePadded<Shard>>()
+        self.shards.heap_bytes()
     }
 
     pub(crate) fn snapshot(&self, len: usize, capacity: usize, max_path_len: usize) -> Stats {

@@ -64,8 +64,8 @@ pub(crate) fn yield_now() {
 }
 
 /// A small number fixed for the calling thread: threads are numbered in the order they first
-/// ask, so the first threads of a process get distinct numbers. Used to shard statistics
-/// counters by thread, so that each thread keeps bumping counters in its own cache line.
+/// ask, so the first threads of a process get distinct numbers. The one way the crate spreads
+/// threads over copies of something: statistics counters (`sharded`) and store connections.
 ///
 /// Under loom every thread gets 0: a statistic needs no model of its own.
 #[inline]

@@ -7,6 +7,7 @@
 
 mod path;
 mod stripe;
+mod width;
 
 use std::marker::PhantomData;
 
@@ -18,6 +19,9 @@ use crate::stats::Counters;
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
 
 use self::stripe::{PairLock, StripeLock};
+
+pub(crate) use self::path::MAX_PATH_LEN;
+pub(crate) use self::width::Table;
 
 /// The most stripes a table has: 4096 words, 32 KiB, small enough to stay in L1/L2 for
 /// readers, many enough that two writers rarely share one.
@@ -102,7 +106,7 @@ impl<L: Layout> RawTable<L> {
             num_buckets.div_ceil(stripes) * crate::fingerprint::SLOTS <= stripe::MAX_STRIPE_SLOTS,
             "a stripe's count field cannot hold all of its slots"
         );
-        assert!((1..=crate::stats::MAX_PATH_LEN).contains(&max_path_len));
+        assert!((1..=MAX_PATH_LEN).contains(&max_path_len));
         let mut buckets = Vec::new();
         buckets.try_reserve_exact(num_buckets).ok()?;
         buckets.extend((0..num_buckets).map(|_| L::new_word()));

@@ -25,8 +25,11 @@ use super::{Probe, RawTable};
 use crate::fingerprint::{
     alternate_index, empty_lanes, first_lane, lane, with_lane, Layout, SLOTS,
 };
-use crate::stats::MAX_PATH_LEN;
 use crate::sync::Ordering;
+
+/// The longest cuckoo path an insert may search, in buckets: the bound on the builder's
+/// `max_path_len`, and the size of the arrays a path and the statistics' histogram use.
+pub(crate) const MAX_PATH_LEN: usize = 8;
 
 /// One displacement: the fingerprint `fp` in `slot` of bucket `from` moves to a free slot of
 /// bucket `to`, the other bucket of its pair.

@@ -1,0 +1,135 @@
+//! [`Table`]: the table of whichever fingerprint width a filter was built with, so that the
+//! filter above it holds one type and dispatches on the width once per call, on a branch that
+//! always goes the same way.
+
+use std::hash::{BuildHasher, Hash};
+
+use super::{InsertFailure, Inserted, Probe, RawTable};
+use crate::fingerprint::{Fp16, Fp8, Layout};
+use crate::stats::Stats;
+
+/// Keys hashed and prefetched ahead of probing in [`Table::contains_many`].
+const BATCH: usize = 16;
+
+/// The table of one fingerprint width.
+#[derive(Debug)]
+pub(crate) enum Table {
+    Fp8(RawTable<Fp8>),
+    Fp16(RawTable<Fp16>),
+}
+
+/// Runs `$body` with `$t` bound to the table of whichever width `$table` has.
+macro_rules! with_table {
+    ($table:expr, $t:ident => $body:expr) => {
+        match $table {
+            Table::Fp8($t) => $body,
+            Table::Fp16($t) => $body,
+        }
+    };
+}
+
+impl Table {
+    /// A table of `buckets` empty buckets of `bits`-bit fingerprints (8 or 16), searching
+    /// paths of at most `max_path_len` buckets, by random walks of `kicks` steps if `kicks` is
+    /// not 0. `None` if the buckets cannot be allocated.
+    pub(crate) fn new(
+        bits: u32,
+        buckets: usize,
+        max_path_len: usize,
+        kicks: usize,
+    ) -> Option<Self> {
+        debug_assert!(bits == Fp8::BITS || bits == Fp16::BITS);
+        if bits == Fp8::BITS {
+            RawTable::new(buckets, max_path_len).map(|t| Table::Fp8(t.with_random_walk(kicks)))
+        } else {
+            RawTable::new(buckets, max_path_len).map(|t| Table::Fp16(t.with_random_walk(kicks)))
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn contains(&self, hash: u64) -> bool {
+        with_table!(self, t => t.contains(t.probe(hash)))
+    }
+
+    pub(crate) fn count(&self, hash: u64) -> usize {
+        with_table!(self, t => t.count(t.probe(hash)))
+    }
+
+    #[inline]
+    pub(crate) fn insert(&self, hash: u64, unique: bool) -> Result<Inserted, InsertFailure> {
+        with_table!(self, t => t.insert(t.probe(hash), unique))
+    }
+
+    #[inline]
+    pub(crate) fn remove(&self, hash: u64) -> bool {
+        with_table!(self, t => t.remove(t.probe(hash)))
+    }
+
+    /// Writes `results[i] = contains(hash of keys[i])`: hashes and prefetches `BATCH` keys at
+    /// a time, then probes them, so the memory loads of consecutive keys overlap.
+    ///
+    /// # Panics
+    ///
+    /// If `keys` and `results` differ in length.
+    pub(crate) fn contains_many<K: Hash, S: BuildHasher>(
+        &self,
+        hasher: &S,
+        keys: &[K],
+        results: &mut [bool],
+    ) {
+        assert_eq!(
+            keys.len(),
+            results.len(),
+            "contains_many: {} keys but {} result slots",
+            keys.len(),
+            results.len()
+        );
+        with_table!(self, t => {
+            let mut probes = [Probe::default(); BATCH];
+            for (keys, results) in keys.chunks(BATCH).zip(results.chunks_mut(BATCH)) {
+                for (probe, key) in probes.iter_mut().zip(keys) {
+                    *probe = t.probe(hasher.hash_one(key));
+                    t.prefetch(*probe);
+                }
+                for (probe, result) in probes.iter().zip(results.iter_mut()) {
+                    *result = t.contains(*probe);
+                }
+            }
+        })
+    }
+
+    pub(crate) fn fingerprint_bits(&self) -> u32 {
+        match self {
+            Table::Fp8(_) => Fp8::BITS,
+            Table::Fp16(_) => Fp16::BITS,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        with_table!(self, t => t.len())
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        with_table!(self, t => t.capacity())
+    }
+
+    pub(crate) fn random_walk_kicks(&self) -> usize {
+        with_table!(self, t => t.random_walk_kicks())
+    }
+
+    pub(crate) fn max_path_len(&self) -> usize {
+        with_table!(self, t => t.max_path_len())
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        with_table!(self, t => t.heap_bytes())
+    }
+
+    pub(crate) fn clear(&self) {
+        with_table!(self, t => t.clear())
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        with_table!(self, t => t.counters().snapshot(t.len(), t.capacity(), t.max_path_len()))
+    }
+}
