@@ -51,9 +51,15 @@ impl<T> Sharded<T> {
     }
 }
 
+/// Adds one to a statistics counter.
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64) {
+    add(counter, 1);
+}
+
 /// Adds `by` to a statistics counter.
 #[inline]
-pub(crate) fn bump(counter: &AtomicU64, by: u64) {
+pub(crate) fn add(counter: &AtomicU64, by: u64) {
     // ORDERING: Relaxed; a statistic, publishes nothing.
     counter.fetch_add(by, Ordering::Relaxed);
 }
@@ -69,7 +75,7 @@ mod tests {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..1_000 {
-                        bump(block.local(), 1);
+                        bump(block.local());
                     }
                 });
             }

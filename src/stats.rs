@@ -5,7 +5,7 @@
 //! plain lookup. They are [`Sharded`] by thread, so each thread bumps counters in its own
 //! cache line.
 
-use crate::sharded::{bump, Sharded};
+use crate::sharded::{add, bump, Sharded};
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::MAX_PATH_LEN;
 
@@ -60,10 +60,7 @@ impl Counters {
     #[inline]
     pub(crate) fn inserted(&self, displacements: usize) {
         let shard = self.shard();
-        bump(
-            &shard.inserts_by_displacements[displacements.min(MAX_PATH_LEN - 1)],
-            1,
-        );
+        bump(&shard.inserts_by_displacements[displacements.min(MAX_PATH_LEN - 1)]);
         // A plain load first: most inserts set no new maximum and need no read-modify-write.
         // ORDERING: Relaxed; a statistic, publishes nothing.
         if displacements as u64 > shard.max_displacements.load(Ordering::Relaxed) {
@@ -77,33 +74,33 @@ impl Counters {
     #[inline]
     pub(crate) fn displaced(&self, hops: usize) {
         if hops > 0 {
-            bump(&self.shard().displacements, hops as u64);
+            add(&self.shard().displacements, hops as u64);
         }
     }
 
     #[inline]
     pub(crate) fn failed_full(&self) {
-        bump(&self.shard().failed_full, 1);
+        bump(&self.shard().failed_full);
     }
 
     #[inline]
     pub(crate) fn failed_contended(&self) {
-        bump(&self.shard().failed_contended, 1);
+        bump(&self.shard().failed_contended);
     }
 
     #[inline]
     pub(crate) fn path_retry(&self) {
-        bump(&self.shard().path_retries, 1);
+        bump(&self.shard().path_retries);
     }
 
     #[cold]
     pub(crate) fn read_retry(&self) {
-        bump(&self.shard().read_retries, 1);
+        bump(&self.shard().read_retries);
     }
 
     #[cold]
     pub(crate) fn read_fallback(&self) {
-        bump(&self.shard().read_fallbacks, 1);
+        bump(&self.shard().read_fallbacks);
     }
 
     fn sum(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {

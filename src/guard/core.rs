@@ -5,9 +5,8 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use crossbeam_utils::CachePadded;
-
 use super::{GuardError, GuardStats, Written};
+use crate::sharded::{bump, Sharded};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::{CuckooFilter, InsertError};
 
@@ -48,20 +47,6 @@ struct Shard {
     missing_copies: AtomicU64,
 }
 
-const SHARDS: usize = 16;
-
-/// This thread's counter shard: a hash of the address of a thread-local, so that threads
-/// spread over shards without a global registry.
-fn shard_index() -> usize {
-    thread_local! {
-        static ANCHOR: u8 = const { 0 };
-    }
-    ANCHOR.with(|anchor| {
-        let address = anchor as *const u8 as usize as u64;
-        (address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % SHARDS
-    })
-}
-
 /// The guard error for a filter insert that stored nothing: no room and contention are
 /// different conditions with different advice (a bigger filter, or a retry).
 fn insert_failure<E>(error: InsertError) -> GuardError<E> {
@@ -71,17 +56,12 @@ fn insert_failure<E>(error: InsertError) -> GuardError<E> {
     }
 }
 
-fn bump(counter: &AtomicU64) {
-    // ORDERING: Relaxed; a statistic, publishes nothing.
-    counter.fetch_add(1, Ordering::Relaxed);
-}
-
 /// The filter, the warm-up state and the counters of a guard.
 #[derive(Debug)]
 pub(super) struct GuardCore<H> {
     pub(super) filter: CuckooFilter<H>,
     state: AtomicU32,
-    shards: Box<[CachePadded<Shard>]>,
+    shards: Sharded<Shard>,
 }
 
 impl<H: BuildHasher> GuardCore<H> {
@@ -89,14 +69,12 @@ impl<H: BuildHasher> GuardCore<H> {
         GuardCore {
             filter,
             state: AtomicU32::new(WARMING),
-            shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Shard::default()))
-                .collect(),
+            shards: Sharded::new(Shard::default),
         }
     }
 
     fn shard(&self) -> &Shard {
-        &self.shards[shard_index()]
+        self.shards.local()
     }
 
     pub(super) fn is_ready(&self) -> bool {
@@ -237,13 +215,7 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     pub(super) fn stats(&self) -> GuardStats {
-        let sum = |field: fn(&Shard) -> &AtomicU64| -> u64 {
-            self.shards
-                .iter()
-                // ORDERING: Relaxed; statistics.
-                .map(|shard| field(shard).load(Ordering::Relaxed))
-                .sum()
-        };
+        let sum = |field: fn(&Shard) -> &AtomicU64| self.shards.sum(field);
         let blocked = sum(|s| &s.blocked);
         let passed = sum(|s| &s.passed);
         let warming = sum(|s| &s.warming);

@@ -67,17 +67,13 @@ fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// A connection index for the calling thread: threads spread over a pool without a shared
-/// counter (a hash of the address of a thread-local).
+/// A connection index for the calling thread: the thread's [`thread_index`] spread over a pool
+/// of `slots` connections, so the first threads each get their own.
+///
+/// [`thread_index`]: crate::sync::thread_index
 #[cfg(feature = "sqlite")]
 fn thread_slot(slots: usize) -> usize {
-    thread_local! {
-        static ANCHOR: u8 = const { 0 };
-    }
-    ANCHOR.with(|anchor| {
-        let address = anchor as *const u8 as usize as u64;
-        ((address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % slots.max(1)
-    })
+    crate::sync::thread_index() % slots.max(1)
 }
 
 #[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
