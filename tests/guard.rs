@@ -564,19 +564,20 @@ fn a_cancelled_async_warm_up_resumes_after_the_last_page_loaded() {
 #[test]
 fn a_second_concurrent_async_warm_up_is_refused() {
     common::runtime().block_on(async {
-        let guard = AsyncCacheGuard::new(filter(2_000), Parking::new(1_000, 2));
-        let first = guard.warm_up(100, |_| {});
-        tokio::pin!(first);
-        tokio::select! {
-            _ = &mut first => panic!("the parked scan returned"),
-            () = guard.store().parked.notified() => {} // the first warm-up is parked in a scan
-        }
+        let guard = Arc::new(AsyncCacheGuard::new(filter(2_000), Parking::new(1_000, 2)));
+        // Spawned, so the warm-up's future must be `Send`.
+        let first = tokio::spawn({
+            let guard = Arc::clone(&guard);
+            async move { guard.warm_up(100, |_| {}).await }
+        });
+        // The first warm-up is parked in its third scan.
+        guard.store().parked.notified().await;
         assert!(matches!(
             guard.warm_up(100, |_| panic!("no page to load")).await,
             Err(GuardError::WarmUpRunning)
         ));
         guard.store().release.notify_one();
-        let done = first.await.unwrap();
+        let done = first.await.unwrap().unwrap();
         assert_eq!(done.keys_loaded, 1_000);
         assert_eq!(guard.warm_up(100, |_| {}).await.unwrap(), done);
         assert_eq!(guard.filter().len(), 1_000);

@@ -153,8 +153,9 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// # Errors
     ///
     /// [`GuardError::Store`] if a scan fails; [`GuardError::FilterFull`] if the store holds
-    /// more keys than the filter has room for; [`GuardError::WarmUpRunning`] if another
-    /// warm-up of this guard is running.
+    /// more keys than the filter has room for; [`GuardError::FilterContended`] if an insert
+    /// gave up under contention from concurrent writers (calling again resumes);
+    /// [`GuardError::WarmUpRunning`] if another warm-up of this guard is running.
     ///
     /// # Examples
     ///

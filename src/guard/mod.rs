@@ -1,5 +1,6 @@
-//! The cache guard: a [`CuckooFilter`](crate::CuckooFilter) in front of a backing store, kept exactly in sync
-//! with it, so lookups of keys that do not exist are answered without touching the store.
+//! The cache guard: a [`CuckooFilter`](crate::CuckooFilter) in front of a backing store, kept
+//! exactly in sync with it, so lookups of keys that do not exist are answered without touching
+//! the store.
 //!
 //! A [`CacheGuard`] (or [`AsyncCacheGuard`] for an [`AsyncStore`]) owns a filter and a store.
 //! Every lookup asks the filter first: "absent" is answered `Ok(None)` at once and counted as

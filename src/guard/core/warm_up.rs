@@ -11,16 +11,17 @@
 //!   [`GuardError::WarmUpRunning`]. The lock is held only to take or put back, never across a
 //!   store call, an `.await` or the progress callback.
 //! - **The position moves past a page only once the whole page is in the filter**, in
-//!   [`WarmUpTurn::load`], together with the progress that counts it. Every way a warm-up can
-//!   stop (a scan error, a filter insert error, a panic in the progress callback, its future
-//!   dropped at an `.await`) drops the turn, which puts back the position as last moved: the
-//!   next warm-up resumes at the first page not fully loaded, so no page is skipped, and only
-//!   a page stopped part-way (a filter insert error) is loaded again: its extra copies are
-//!   false positives, never false negatives.
+//!   [`WarmUpTurn::load`], together with the progress that counts it; the guard calls the
+//!   progress callback after that. Every way a warm-up can stop (a scan error, a filter insert
+//!   error, a panic, its future dropped at an `.await`) drops the turn, which puts back the
+//!   position as last moved: the next warm-up resumes at the first page not fully loaded, so
+//!   no page is skipped. Only a page stopped part-way (a filter insert error, or a panic while
+//!   inserting) is loaded again: its extra copies are false positives, never false negatives.
+//!   `load` has no `.await`, so a cancelled future stops between pages, never inside one.
 //! - **Ready only at the end of the scan.** `load` moves the position to the end only after
-//!   the last page is in the filter, and the guard is switched to filtering only by
-//!   [`WarmUpTurn::next`] finding the position at the end. Neither can happen in between:
-//!   `load` runs without an `.await`, so a cancelled future stops between pages.
+//!   the last page is in the filter, and only [`WarmUpTurn::next`], finding the position at
+//!   the end, switches the guard to filtering (`GuardCore::finish_warm_up` is private to the
+//!   core and this module).
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -83,8 +84,8 @@ pub(in crate::guard) enum Step<'t, C> {
 }
 
 fn lock<C>(slot: &Mutex<Option<ResumeState<C>>>) -> MutexGuard<'_, Option<ResumeState<C>>> {
-    // Held only to take or put back the state, which is whole either way: poisoning (a panic
-    // while held, which only a cursor's `Drop` could cause) loses nothing.
+    // Held only to take the state out or put it back, where nothing panics; a poisoned lock
+    // would still hold a whole state.
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
