@@ -4,15 +4,20 @@
 
 use std::convert::Infallible;
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 
 use cuckoo_guard::guard::{
-    AsyncCacheGuard, CacheGuard, GuardError, MemoryStore, ScanPage, Store, Written,
+    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, ScanPage, Store,
+    WarmUpProgress, Written,
 };
 use cuckoo_guard::CuckooFilter;
+use tokio::sync::Notify;
 
 mod common;
+
+use common::Blocking;
 
 type Mem = MemoryStore<u64, u64>;
 
@@ -363,31 +368,253 @@ fn lookups_during_warm_up_go_to_the_store() {
     assert_eq!(guard.store().gets.load(SeqCst), 2);
 }
 
-#[test]
-fn an_interrupted_warm_up_resumes_where_it_stopped() {
-    let guard = CacheGuard::new(filter(1_000), Faulty::with_rows((0..500).map(|k| (k, k))));
-    guard.store().set(Fault::ScanSecondPage);
+/// The warm-up of either guard over a [`Faulty`] store, so one test covers both.
+trait Warming {
+    fn warm(
+        &self,
+        page_size: usize,
+        progress: impl FnMut(WarmUpProgress) + Send,
+    ) -> Result<WarmUpProgress, GuardError<Injected>>;
+    fn warming(&self) -> bool;
+    fn guarded(&self) -> (&CuckooFilter, &Faulty);
+}
+
+impl Warming for CacheGuard<Faulty> {
+    fn warm(
+        &self,
+        page_size: usize,
+        progress: impl FnMut(WarmUpProgress) + Send,
+    ) -> Result<WarmUpProgress, GuardError<Injected>> {
+        self.warm_up(page_size, progress)
+    }
+    fn warming(&self) -> bool {
+        self.is_warming()
+    }
+    fn guarded(&self) -> (&CuckooFilter, &Faulty) {
+        (self.filter(), self.store())
+    }
+}
+
+impl Warming for AsyncCacheGuard<Blocking<Faulty>> {
+    fn warm(
+        &self,
+        page_size: usize,
+        progress: impl FnMut(WarmUpProgress) + Send,
+    ) -> Result<WarmUpProgress, GuardError<Injected>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(self.warm_up(page_size, progress))
+    }
+    fn warming(&self) -> bool {
+        self.is_warming()
+    }
+    fn guarded(&self) -> (&CuckooFilter, &Faulty) {
+        (self.filter(), &self.store().0)
+    }
+}
+
+/// 450 rows, scanned in pages of 100 that fail on the second page once.
+fn resumes_after_a_scan_error(guard: &impl Warming) {
+    let (filter, store) = guard.guarded();
+    store.set(Fault::ScanSecondPage);
     let mut pages = 0;
-    assert!(guard.warm_up(100, |_| pages += 1).is_err());
+    assert!(matches!(
+        guard.warm(100, |_| pages += 1),
+        Err(GuardError::Store(_))
+    ));
     assert_eq!(pages, 1);
     assert!(
-        guard.is_warming(),
+        guard.warming(),
         "a failed warm-up must keep passing lookups through"
     );
-    assert_eq!(guard.get(&499).unwrap(), Some(499));
-    let done = guard.warm_up(100, |_| {}).unwrap();
-    assert_eq!(done.keys_loaded, 500);
-    assert!(!guard.is_warming());
-    assert_eq!(guard.filter().len(), 500, "the first page was loaded twice");
-    assert!((0..500).all(|k| guard.may_contain(&k)));
-    // A third call has nothing to do.
+    let mut reported = Vec::new();
+    let done = guard.warm(100, |p| reported.push(p.keys_loaded)).unwrap();
     assert_eq!(
-        guard
-            .warm_up(100, |_| panic!("no page to load"))
-            .unwrap()
-            .keys_loaded,
-        500
+        reported,
+        [200, 300, 400, 450],
+        "the resume did not start at page 2"
     );
+    assert_eq!((done.keys_loaded, done.pages), (450, 5));
+    assert!(!guard.warming());
+    assert_eq!(filter.len(), 450, "the first page was loaded twice");
+    assert!((0..450).all(|k| filter.contains(&k)));
+    // A further call has nothing to do.
+    assert_eq!(
+        guard.warm(100, |_| panic!("no page to load")).unwrap(),
+        done
+    );
+    assert_eq!(store.scans.load(SeqCst), 6);
+}
+
+#[test]
+fn an_interrupted_warm_up_resumes_where_it_stopped() {
+    let rows = || Faulty::with_rows((0..450).map(|k| (k, k)));
+    let guard = CacheGuard::new(filter(1_000), rows());
+    resumes_after_a_scan_error(&guard);
+    assert_eq!(guard.get(&449).unwrap(), Some(449));
+    resumes_after_a_scan_error(&AsyncCacheGuard::new(filter(1_000), Blocking(rows())));
+}
+
+/// 450 rows in pages of 100; the progress callback panics after the second page.
+fn resumes_after_a_panic_in_the_progress_callback(guard: &impl Warming) {
+    let (filter, _) = guard.guarded();
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        guard.warm(100, |p| assert!(p.pages < 2, "callback fails"))
+    }));
+    assert!(panicked.is_err());
+    assert!(guard.warming());
+    assert_eq!(filter.len(), 200);
+    let mut reported = Vec::new();
+    let done = guard.warm(100, |p| reported.push(p.pages)).unwrap();
+    assert_eq!(reported, [3, 4, 5], "the resume did not start after page 2");
+    assert_eq!(done.keys_loaded, 450);
+    assert_eq!(filter.len(), 450, "a page was loaded twice");
+    assert!(!guard.warming());
+}
+
+#[test]
+fn a_panicking_progress_callback_stops_the_warm_up_and_a_retry_resumes() {
+    let rows = || Faulty::with_rows((0..450).map(|k| (k, k)));
+    resumes_after_a_panic_in_the_progress_callback(&CacheGuard::new(filter(1_000), rows()));
+    resumes_after_a_panic_in_the_progress_callback(&AsyncCacheGuard::new(
+        filter(1_000),
+        Blocking(rows()),
+    ));
+}
+
+/// A memory store whose scan number `park_at` (counting from 0) waits for `release`, after
+/// telling `parked`: a store call that is still running when the test acts.
+struct Parking {
+    inner: Mem,
+    scans: AtomicU64,
+    park_at: u64,
+    parked: Notify,
+    release: Notify,
+}
+
+impl Parking {
+    fn new(rows: u64, park_at: u64) -> Self {
+        Parking {
+            inner: MemoryStore::from_rows((0..rows).map(|k| (k, k))),
+            scans: AtomicU64::new(0),
+            park_at,
+            parked: Notify::new(),
+            release: Notify::new(),
+        }
+    }
+}
+
+impl AsyncStore for Parking {
+    type Key = u64;
+    type Value = u64;
+    type Cursor = u64;
+    type Error = Infallible;
+
+    async fn get(&self, key: &u64) -> Result<Option<u64>, Infallible> {
+        AsyncStore::get(&self.inner, key).await
+    }
+    async fn put(&self, key: &u64, value: &u64) -> Result<Written, Infallible> {
+        AsyncStore::put(&self.inner, key, value).await
+    }
+    async fn delete(&self, key: &u64) -> Result<bool, Infallible> {
+        AsyncStore::delete(&self.inner, key).await
+    }
+    async fn scan_keys(
+        &self,
+        cursor: Option<&u64>,
+        limit: usize,
+    ) -> Result<ScanPage<u64, u64>, Infallible> {
+        if self.scans.fetch_add(1, SeqCst) == self.park_at {
+            self.parked.notify_one();
+            self.release.notified().await;
+        }
+        AsyncStore::scan_keys(&self.inner, cursor, limit).await
+    }
+}
+
+#[test]
+fn a_cancelled_async_warm_up_resumes_after_the_last_page_loaded() {
+    common::runtime().block_on(async {
+        // 950 rows in pages of 100; the fourth scan never returns.
+        let guard = AsyncCacheGuard::new(filter(2_000), Parking::new(950, 3));
+        let mut first = Vec::new();
+        let warm_up = guard.warm_up(100, |p| first.push(p.pages));
+        tokio::select! {
+            _ = warm_up => panic!("the parked scan returned"),
+            () = guard.store().parked.notified() => {} // drops the warm-up's future
+        }
+        assert_eq!(first, [1, 2, 3]);
+        assert!(guard.is_warming());
+        assert_eq!(guard.filter().len(), 300);
+        let mut second = Vec::new();
+        let done = guard.warm_up(100, |p| second.push(p.pages)).await.unwrap();
+        assert_eq!(
+            second,
+            (4..=10).collect::<Vec<_>>(),
+            "did not resume at page 4"
+        );
+        assert_eq!((done.keys_loaded, done.pages), (950, 10));
+        assert!(!guard.is_warming());
+        assert_eq!(guard.filter().len(), 950, "a page was loaded twice");
+        assert!((0..950).all(|k| guard.may_contain(&k)));
+    });
+}
+
+#[test]
+fn a_second_concurrent_async_warm_up_is_refused() {
+    common::runtime().block_on(async {
+        let guard = Arc::new(AsyncCacheGuard::new(filter(2_000), Parking::new(1_000, 2)));
+        // Spawned, so the warm-up's future must be `Send`.
+        let first = tokio::spawn({
+            let guard = Arc::clone(&guard);
+            async move { guard.warm_up(100, |_| {}).await }
+        });
+        // The first warm-up is parked in its third scan.
+        guard.store().parked.notified().await;
+        assert!(matches!(
+            guard.warm_up(100, |_| panic!("no page to load")).await,
+            Err(GuardError::WarmUpRunning)
+        ));
+        guard.store().release.notify_one();
+        let done = first.await.unwrap().unwrap();
+        assert_eq!(done.keys_loaded, 1_000);
+        assert_eq!(guard.warm_up(100, |_| {}).await.unwrap(), done);
+        assert_eq!(guard.filter().len(), 1_000);
+    });
+}
+
+#[test]
+fn a_warm_up_from_another_thread_is_refused_while_one_runs() {
+    let guard = CacheGuard::new(
+        filter(1_000),
+        MemoryStore::from_rows((0..450u64).map(|k| (k, k))),
+    );
+    let (to_main, from_warm_up) = mpsc::channel();
+    let (to_warm_up, from_main) = mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let guard = &guard;
+        let running = scope.spawn(move || {
+            guard.warm_up(100, |p| {
+                if p.pages == 2 {
+                    to_main.send(()).unwrap();
+                    from_main.recv().unwrap();
+                }
+            })
+        });
+        // The warm-up is inside its callback, between pages 2 and 3.
+        from_warm_up.recv().unwrap();
+        assert!(matches!(
+            guard.warm_up(100, |_| panic!("no page to load")),
+            Err(GuardError::WarmUpRunning)
+        ));
+        assert!(guard.is_warming());
+        to_warm_up.send(()).unwrap();
+        let done = running.join().unwrap().unwrap();
+        assert_eq!((done.keys_loaded, done.pages), (450, 5));
+    });
+    assert!(!guard.is_warming());
+    assert_eq!(guard.filter().len(), 450);
 }
 
 #[test]

@@ -2,14 +2,12 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::Mutex;
 
 use ahash::RandomState;
 
-use super::core::{Admission, GuardCore};
+use super::core::{Admission, GuardCore, Step, WarmUp};
 use super::store::{AsyncStore, Written};
-use super::{GuardError, GuardStats, WarmUpProgress, WarmUpState};
-use crate::sync::{AtomicU32, Ordering};
+use super::{GuardError, GuardStats, WarmUpProgress};
 use crate::CuckooFilter;
 
 /// A [`CuckooFilter`] in front of an [`AsyncStore`], kept in sync by the same
@@ -34,26 +32,7 @@ use crate::CuckooFilter;
 pub struct AsyncCacheGuard<St: AsyncStore, H = RandomState> {
     core: GuardCore<H>,
     store: St,
-    warm_up: Mutex<WarmUpState<St::Cursor>>,
-    warm_up_running: AtomicU32,
-}
-
-/// Holds the resume state of a running warm-up and puts it back when the warm-up ends, fails
-/// or is cancelled (its future dropped).
-struct WarmUpTurn<'a, C> {
-    slot: &'a Mutex<WarmUpState<C>>,
-    running: &'a AtomicU32,
-    state: WarmUpState<C>,
-}
-
-impl<C> Drop for WarmUpTurn<'_, C> {
-    fn drop(&mut self) {
-        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        *slot = std::mem::take(&mut self.state);
-        // ORDERING: Release; the next warm-up, which takes the flag with Acquire, sees the
-        // state stored back above (the mutex orders it as well).
-        self.running.store(0, Ordering::Release);
-    }
+    warm_up: WarmUp<St::Cursor>,
 }
 
 impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
@@ -72,8 +51,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         AsyncCacheGuard {
             core: GuardCore::new(filter),
             store,
-            warm_up: Mutex::new(WarmUpState::default()),
-            warm_up_running: AtomicU32::new(0),
+            warm_up: WarmUp::new(),
         }
     }
 
@@ -175,8 +153,9 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// # Errors
     ///
     /// [`GuardError::Store`] if a scan fails; [`GuardError::FilterFull`] if the store holds
-    /// more keys than the filter has room for; [`GuardError::WarmUpRunning`] if another
-    /// warm-up of this guard is running.
+    /// more keys than the filter has room for; [`GuardError::FilterContended`] if an insert
+    /// gave up under contention from concurrent writers (calling again resumes);
+    /// [`GuardError::WarmUpRunning`] if another warm-up of this guard is running.
     ///
     /// # Examples
     ///
@@ -193,38 +172,19 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         page_size: usize,
         mut progress: impl FnMut(WarmUpProgress) + Send,
     ) -> Result<WarmUpProgress, GuardError<St::Error>> {
-        if self
-            .warm_up_running
-            // ORDERING: Acquire on success; pairs with the Release in `WarmUpTurn::drop`.
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return Err(GuardError::WarmUpRunning);
-        }
-        let mut turn = WarmUpTurn {
-            slot: &self.warm_up,
-            running: &self.warm_up_running,
-            state: std::mem::take(&mut *self.warm_up.lock().unwrap_or_else(|e| e.into_inner())),
-        };
-        if self.core.is_ready() {
-            return Ok(turn.state.progress);
-        }
+        let mut turn = self.warm_up.begin(&self.core)?;
         loop {
+            let cursor = match turn.next() {
+                Step::Scan(cursor) => cursor,
+                Step::Done(done) => return Ok(done),
+            };
             let page = self
                 .store
-                .scan_keys(turn.state.cursor.as_ref(), page_size.max(1))
+                .scan_keys(cursor, page_size.max(1))
                 .await
                 .map_err(GuardError::Store)?;
-            turn.state.progress.keys_loaded += self.core.warm_page(&page.keys)?;
-            turn.state.progress.pages += 1;
-            progress(turn.state.progress);
-            match page.next {
-                Some(next) => turn.state.cursor = Some(next),
-                None => break,
-            }
+            progress(turn.load(page)?);
         }
-        self.core.finish_warm_up();
-        Ok(turn.state.progress)
     }
 
     /// Whether the guard is still warming up.

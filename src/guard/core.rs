@@ -1,7 +1,8 @@
-//! The consistency rules, written once for the sync and async guards.
+//! The consistency rules and the warm-up, written once for the sync and async guards.
 //!
 //! Each guard operation is "a decision here, a store call there, a decision here again"; this
-//! module holds the decisions and the counters, the guards hold the store calls.
+//! module holds the decisions and the counters, the guards hold the store calls. The warm-up's
+//! state machine is in [`warm_up`].
 
 use std::hash::{BuildHasher, Hash};
 
@@ -9,6 +10,10 @@ use super::{GuardError, GuardStats, Written};
 use crate::sharded::{bump, Sharded};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::{CuckooFilter, InsertError};
+
+mod warm_up;
+
+pub(super) use self::warm_up::{Step, WarmUp};
 
 const WARMING: u32 = 0;
 const READY: u32 = 1;
@@ -195,7 +200,7 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Warm-up: adds one page of scanned keys.
-    pub(super) fn warm_page<'k, K: Hash + 'k, E>(
+    fn warm_page<'k, K: Hash + 'k, E>(
         &self,
         keys: impl IntoIterator<Item = &'k K>,
     ) -> Result<u64, GuardError<E>> {
@@ -208,7 +213,7 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Warm-up done: from now on lookups consult the filter.
-    pub(super) fn finish_warm_up(&self) {
+    fn finish_warm_up(&self) {
         // ORDERING: Release; publishes the warm-up's inserts to lookups that load "ready"
         // with Acquire (`is_ready`).
         self.state.store(READY, Ordering::Release);
