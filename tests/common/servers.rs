@@ -5,11 +5,13 @@
 //! addresses `.ci/run` uses (`postgres://postgres@127.0.0.1:5432/test`,
 //! `redis://127.0.0.1:6379`). A test skips only when the variable is unset and nothing
 //! answers at the default address, and then says so on the terminal's stderr, past the test
-//! harness's capture, so a skip shows without `--show-output`. With `CG_REQUIRE_SERVERS=1`
+//! harness's capture, so a skip shows without `--show-output`, with a running count of the
+//! binary's skipped server tests. With `CG_REQUIRE_SERVERS=1`
 //! (as `.ci/run` sets) a missing server fails the test instead.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A server the tests use: its variable, its default URL and the address that URL names.
@@ -57,7 +59,15 @@ pub(crate) fn server_url(server: &Server) -> Option<String> {
         std::env::var("CG_REQUIRE_SERVERS").as_deref() != Ok("1"),
         "{notice} (CG_REQUIRE_SERVERS=1 forbids skipping)"
     );
+    // libtest has no "skipped" outcome, so each notice carries the running count: the
+    // largest count a test binary prints is its total.
+    static SKIPPED: AtomicUsize = AtomicUsize::new(0);
+    // ORDERING: Relaxed; a count for display, publishes nothing.
+    let skipped = SKIPPED.fetch_add(1, Ordering::Relaxed) + 1;
     // Straight to the process's stderr: the harness captures `eprintln!`, not this.
-    let _ = writeln!(std::io::stderr().lock(), "{notice}");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{notice} ({skipped} server test(s) skipped by this test binary so far)"
+    );
     None
 }
