@@ -26,12 +26,27 @@ async fn store(url: &str, table: &str) -> PostgresStore<i64, String> {
         .unwrap()
 }
 
-async fn drop_table(url: &str, table: &str) {
+/// The test's own connection to the server, beside the store's.
+async fn client(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(connection);
     client
+}
+
+async fn count_rows(url: &str, table: &str) -> i64 {
+    client(url)
+        .await
+        .query_one(&format!("SELECT count(*) FROM \"{table}\""), &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn drop_table(url: &str, table: &str) {
+    client(url)
+        .await
         .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
         .await
         .unwrap();
@@ -109,11 +124,8 @@ fn schema_and_connection_problems_are_clear_errors() {
         );
 
         let table = common::unique_name("cg_loose");
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        client(&url)
             .await
-            .unwrap();
-        tokio::spawn(connection);
-        client
             .batch_execute(&format!(
                 "CREATE TABLE \"{table}\" (key BIGINT, value TEXT)"
             ))
@@ -160,13 +172,7 @@ fn the_guard_stays_exact_under_concurrent_tasks() {
         ));
         let (checked, present) =
             common::guard_concurrency(Arc::clone(&guard), INTEGER_KEYS, 2_000, 2_000).await;
-        let rows: i64 = guard
-            .store()
-            .client()
-            .query_one(&format!("SELECT count(*) FROM \"{table}\""), &[])
-            .await
-            .unwrap()
-            .get(0);
+        let rows = count_rows(&url, &table).await;
         println!("postgres: {checked} lookups of present keys checked; {rows} rows at the end");
         assert!(checked > 100, "too few lookups checked: {checked}");
         assert_eq!(rows as usize, present);
@@ -199,12 +205,7 @@ fn a_create_refused_for_lack_of_room_never_reaches_the_table() {
                 Err(e) => panic!("{e}"),
             }
         };
-        let client = tiny.store().client();
-        let rows: i64 = client
-            .query_one(&format!("SELECT count(*) FROM \"{table}\""), &[])
-            .await
-            .unwrap()
-            .get(0);
+        let rows = count_rows(&url, &table).await;
         assert_eq!(rows, created, "the refused create reached the table");
         assert_eq!(tiny.store().get(&refused).await.unwrap(), None);
         drop_table(&url, &table).await;

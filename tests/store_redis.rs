@@ -17,12 +17,20 @@ const TEXT: Make<String, String> = Make {
     value: |v| format!("value {v}"),
 };
 
-async fn cleanup<K, V>(store: &RedisStore<K, V>) {
-    let (rows, keys) = store.redis_keys();
+/// The test's own connection to the server, beside the store's.
+async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn cleanup<K, V>(url: &str, store: &RedisStore<K, V>) {
     let _: () = redis::cmd("DEL")
-        .arg(rows)
-        .arg(keys)
-        .query_async(&mut store.connection())
+        .arg(store.rows_key())
+        .arg(store.index_key())
+        .query_async(&mut connection(url).await)
         .await
         .unwrap();
 }
@@ -39,7 +47,7 @@ fn conformance_with_text_keys() {
                 .unwrap(),
         );
         common::conformance(Arc::clone(&store), TEXT).await;
-        cleanup(&store).await;
+        cleanup(&url, &store).await;
     });
 }
 
@@ -59,7 +67,7 @@ fn conformance_with_integer_keys_and_binary_values() {
             value: |v| v.to_le_bytes().to_vec(),
         };
         common::conformance(Arc::clone(&store), make).await;
-        cleanup(&store).await;
+        cleanup(&url, &store).await;
     });
 }
 
@@ -72,15 +80,14 @@ fn errors_surface_when_the_keys_hold_other_types() {
         let store = RedisStore::<String, String>::connect(&url, &common::unique_name("cg"))
             .await
             .unwrap();
-        let (rows, keys) = store.redis_keys();
         let _: () = redis::pipe()
             .cmd("SET")
-            .arg(rows)
+            .arg(store.rows_key())
             .arg("not a hash")
             .cmd("SET")
-            .arg(keys)
+            .arg(store.index_key())
             .arg("not a sorted set")
-            .query_async(&mut store.connection())
+            .query_async(&mut connection(&url).await)
             .await
             .unwrap();
         common::errors_surface(&store, "k".into(), "v".into()).await;
@@ -96,7 +103,7 @@ fn errors_surface_when_the_keys_hold_other_types() {
             Err(GuardError::Store(_))
         ));
         assert_eq!(guard.filter().len(), 0, "a rejected create left its copy");
-        cleanup(guard.store()).await;
+        cleanup(&url, guard.store()).await;
     });
 }
 
@@ -134,14 +141,15 @@ fn the_guard_stays_exact_under_concurrent_tasks() {
         ));
         let (checked, present) =
             common::guard_concurrency(Arc::clone(&guard), TEXT, 5_000, 10_000).await;
+        let mut connection = connection(&url).await;
         let rows: usize = redis::cmd("HLEN")
-            .arg(guard.store().redis_keys().0)
-            .query_async(&mut guard.store().connection())
+            .arg(guard.store().rows_key())
+            .query_async(&mut connection)
             .await
             .unwrap();
         let indexed: usize = redis::cmd("ZCARD")
-            .arg(guard.store().redis_keys().1)
-            .query_async(&mut guard.store().connection())
+            .arg(guard.store().index_key())
+            .query_async(&mut connection)
             .await
             .unwrap();
         println!("redis: {checked} lookups of present keys checked; {rows} rows at the end");
@@ -156,6 +164,6 @@ fn the_guard_stays_exact_under_concurrent_tasks() {
             present,
             "filter length differs from the row count"
         );
-        cleanup(guard.store()).await;
+        cleanup(&url, guard.store()).await;
     });
 }

@@ -4,18 +4,31 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{Blocking, Make};
 use cuckoo_guard::guard::{CacheGuard, GuardError, Store};
 use cuckoo_guard::stores::{SqliteStore, SqliteStoreError};
 use cuckoo_guard::CuckooFilter;
 
+fn test_db(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("test.db")
+}
+
 fn open(dir: &tempfile::TempDir) -> SqliteStore<i64, String> {
-    SqliteStore::builder(dir.path().join("test.db"))
+    SqliteStore::builder(test_db(dir))
         .create_table_if_missing(true)
         .open()
         .unwrap()
+}
+
+/// The test's own connection to a store's file, beside the store's pool.
+fn connect(path: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn
 }
 
 const INTEGER_KEYS: Make<i64, String> = Make {
@@ -51,8 +64,8 @@ fn conformance_with_text_keys_blob_values_and_awkward_names() {
 fn errors_surface_when_the_table_disappears() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
-    store
-        .with_connection(|c| c.execute_batch("DROP TABLE rows"))
+    connect(&test_db(&dir))
+        .execute_batch("DROP TABLE rows")
         .unwrap();
     common::runtime().block_on(common::errors_surface(&Blocking(store), 1, "x".into()));
 }
@@ -142,18 +155,16 @@ fn a_rejected_write_is_definite_and_the_guard_drops_its_copy() {
 fn warm_up_loads_existing_rows_and_then_blocks_misses() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
-    store
-        .with_connection(|c| {
-            let tx = c.transaction()?;
-            for k in 0..20_000i64 {
-                tx.execute(
-                    "INSERT INTO rows (key, value) VALUES (?1, ?2)",
-                    (k, format!("v{k}")),
-                )?;
-            }
-            tx.commit()
-        })
+    let mut conn = connect(&test_db(&dir));
+    let tx = conn.transaction().unwrap();
+    for k in 0..20_000i64 {
+        tx.execute(
+            "INSERT INTO rows (key, value) VALUES (?1, ?2)",
+            (k, format!("v{k}")),
+        )
         .unwrap();
+    }
+    tx.commit().unwrap();
     let guard = CacheGuard::new(CuckooFilter::with_capacity(20_000), store);
     let mut pages = 0;
     let done = guard.warm_up(1_000, |_| pages += 1).unwrap();
@@ -176,9 +187,8 @@ fn the_guard_stays_exact_under_concurrent_writers_and_readers() {
     let dir = tempfile::tempdir().unwrap();
     let guard = CacheGuard::new(CuckooFilter::with_capacity(5_000), open(&dir));
     let (checked, present) = common::guard_concurrency_sync(&guard, INTEGER_KEYS, 5_000, 5_000);
-    let rows: i64 = guard
-        .store()
-        .with_connection(|c| c.query_row("SELECT count(*) FROM rows", [], |r| r.get(0)))
+    let rows: i64 = connect(guard.store().path())
+        .query_row("SELECT count(*) FROM rows", [], |r| r.get(0))
         .unwrap();
     println!("sqlite: {checked} lookups of present keys checked; {rows} rows at the end");
     assert!(checked > 100, "too few lookups checked: {checked}");

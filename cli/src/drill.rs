@@ -12,7 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-use crate::backend::Backend;
+use crate::backend::{self, Backend};
 use crate::report::{Filter, Phase, Report, Setup, Verification};
 use crate::{CliError, Context, DrillArgs};
 
@@ -52,12 +52,15 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         .false_positive_rate(args.fpr)
         .build()
         .context("cannot build the filter")?;
-    let backend = Backend::open(args, filter)?;
+    let backend = backend::open(args, filter)?;
+    let backend = &*backend;
 
-    let setup = prepare(args, &backend)?;
+    let setup = prepare(args, backend)?;
     let started = Instant::now();
     let progress = bar(args.rows, "warming the guard");
-    let warmed = backend.warm_up(|loaded| progress.set_position(loaded))?;
+    let warmed = backend
+        .guard()
+        .warm_up(&mut |loaded| progress.set_position(loaded))?;
     progress.finish_and_clear();
     let warm_secs = started.elapsed().as_secs_f64();
     if warmed != args.rows {
@@ -73,24 +76,24 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         let keys = keys.min(args.rows / 2) as i64;
         let n = args.rows as i64;
         for key in (1..=keys).chain(n - keys + 1..=n) {
-            backend.filter().remove(&key);
+            backend.guard().filter().remove(&key);
         }
     }
 
-    let direct = run_phase(args, &backend, threads, seed, Mode::Direct)?;
-    let before = backend.stats();
-    let guarded = run_phase(args, &backend, threads, seed, Mode::Guarded)?;
-    let after = backend.stats();
-    let mut verification = verify(&backend, &direct, &guarded)?;
+    let direct = run_phase(args, backend, threads, seed, Mode::Direct)?;
+    let before = backend.guard().stats();
+    let guarded = run_phase(args, backend, threads, seed, Mode::Guarded)?;
+    let after = backend.guard().stats();
+    let mut verification = verify(backend, &direct, &guarded)?;
     // The traffic only checks keys it happened to ask for; under Zipf many rows are never
     // asked for. The table holds exactly the keys 1..=N (checked before the warm-up), so
     // every one of them must pass the filter.
     verification.sweep_checked = args.rows;
     verification.sweep_false_negatives = (1..=args.rows as i64)
-        .filter(|key| !backend.filter().contains(key))
+        .filter(|key| !backend.guard().filter().contains(key))
         .count() as u64;
 
-    let filter = backend.filter();
+    let filter = backend.guard().filter();
     let filter = Filter {
         capacity: filter.capacity(),
         fingerprint_bits: filter.fingerprint_bits(),
@@ -131,7 +134,7 @@ struct Prepared {
 
 /// Makes the table hold exactly the keys `1..=rows`: reuses it if it does, loads it if it is
 /// empty (or `--fresh`), and refuses to touch other data.
-fn prepare(args: &DrillArgs, backend: &Backend) -> Result<Prepared, CliError> {
+fn prepare(args: &DrillArgs, backend: &dyn Backend) -> Result<Prepared, CliError> {
     let census = backend.census(args.rows)?;
     if census.is_drill_data {
         return Ok(Prepared {
@@ -286,7 +289,7 @@ impl PhaseRun {
 /// Runs `threads` threads of traffic for the phase's duration.
 fn run_phase(
     args: &DrillArgs,
-    backend: &Backend,
+    backend: &dyn Backend,
     threads: usize,
     seed: u64,
     mode: Mode,
@@ -346,7 +349,7 @@ fn run_phase(
 /// random absent keys, until `deadline`. The same seed gives both phases the same sequence.
 fn traffic(
     args: &DrillArgs,
-    backend: &Backend,
+    backend: &dyn Backend,
     mode: Mode,
     seed: u64,
     thread: u64,
@@ -357,6 +360,7 @@ fn traffic(
     let zipf = Zipf::new(args.rows as f64, args.zipf).expect("validated Zipf parameters");
     let first_attack_key = args.rows as i64 + 1;
     let mut tally = Tally::new();
+    let guard = backend.guard();
     loop {
         let attack = rng.random::<f64>() < args.attack;
         let key = if attack {
@@ -366,8 +370,8 @@ fn traffic(
         };
         let start = Instant::now();
         let answer = match mode {
-            Mode::Direct => backend.direct_get(key),
-            Mode::Guarded => backend.guard_get(key),
+            Mode::Direct => guard.direct_get(key),
+            Mode::Guarded => guard.guard_get(key),
         };
         let end = Instant::now();
         tally
@@ -408,12 +412,13 @@ fn traffic(
 /// Checks the guard's "absent" answers against the database: every legitimate key it
 /// answered absent, and the sample of attack keys. A key the database has is a false negative.
 fn verify(
-    backend: &Backend,
+    backend: &dyn Backend,
     direct: &PhaseRun,
     guarded: &PhaseRun,
 ) -> Result<Verification, CliError> {
     let exists = |key: i64| {
         backend
+            .guard()
             .direct_get(key)
             .map_err(|e| CliError::new(format!("cannot check key {key} against the database: {e}")))
     };

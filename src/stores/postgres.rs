@@ -360,21 +360,6 @@ impl<K, V> PostgresStore<K, V> {
         let turn = self.next.fetch_add(1, Ordering::Relaxed);
         &self.connections[(turn % self.connections.len() as u64) as usize]
     }
-
-    /// A client of the store's pool, for what the [`AsyncStore`] trait does not cover (bulk
-    /// loads, reports). Writing keys this way bypasses any guard in front of the store.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn count(store: &cuckoo_guard::stores::PostgresStore) -> Result<i64, tokio_postgres::Error> {
-    /// let row = store.client().query_one("SELECT count(*) FROM rows", &[]).await?;
-    /// Ok(row.get(0))
-    /// # }
-    /// ```
-    pub fn client(&self) -> &Client {
-        &self.connection().client
-    }
 }
 
 impl<K, V> AsyncStore for PostgresStore<K, V>

@@ -3,9 +3,10 @@
 //! Layout, for a namespace `ns`: the hash `{ns}:rows` maps each key to its value, and the
 //! sorted set `{ns}:keys` holds every key with score 0, so `ZRANGE ... BYLEX` pages through
 //! the keys in order and returns each exactly once (`SCAN`/`HSCAN` may repeat keys). Both
-//! names carry the hash tag `{ns}`, so they live in one cluster slot. Writes are Lua scripts,
-//! atomic on the server: a put is `HSET` (whose reply says whether the field was new) plus
-//! `ZADD` when it was; a delete is `HDEL` plus `ZREM`.
+//! names carry the hash tag `{ns}`, so they live in one cluster slot; [`RedisStore::rows_key`]
+//! and [`RedisStore::index_key`] return them. Writes are Lua scripts, atomic on the server: a
+//! put is `HSET` (whose reply says whether the field was new) plus `ZADD` when it was; a
+//! delete is `HDEL` plus `ZREM`.
 
 use std::fmt;
 use std::hash::Hash;
@@ -152,32 +153,40 @@ impl<K, V> RedisStore<K, V> {
         })
     }
 
-    /// The Redis keys holding the rows (a hash) and the key index (a sorted set).
+    /// The Redis key of the hash holding the rows, `{namespace}:rows` (see the module docs
+    /// for the layout). Part of the store's data layout, for code that reads or loads the rows
+    /// over its own connection; writing keys that way bypasses any guard in front of the store.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let store = cuckoo_guard::stores::RedisStore::<String, String>::connect("redis://127.0.0.1", "ns").await?;
-    /// assert_eq!(store.redis_keys(), ("{ns}:rows", "{ns}:keys"));
+    /// assert_eq!(store.rows_key(), "{ns}:rows");
     /// # Ok(()) }
     /// ```
-    pub fn redis_keys(&self) -> (&str, &str) {
-        (&self.rows, &self.keys)
+    pub fn rows_key(&self) -> &str {
+        &self.rows
     }
 
-    /// A connection to the store's server, for what the [`AsyncStore`] trait does not cover.
-    /// Writing keys this way bypasses any guard in front of the store.
+    /// The Redis key of the sorted set indexing the keys, `{namespace}:keys` (see the module
+    /// docs for the layout). A row written over another connection must be added here too
+    /// (`ZADD` with score 0), or scans and so the guard's warm-up miss it.
     ///
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn run(store: &cuckoo_guard::stores::RedisStore) -> redis::RedisResult<()> {
-    /// let mut connection = store.connection();
-    /// let rows: usize = redis::cmd("HLEN").arg(store.redis_keys().0).query_async(&mut connection).await?;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = cuckoo_guard::stores::RedisStore::<String, String>::connect("redis://127.0.0.1", "ns").await?;
+    /// assert_eq!(store.index_key(), "{ns}:keys");
     /// # Ok(()) }
     /// ```
-    pub fn connection(&self) -> MultiplexedConnection {
+    pub fn index_key(&self) -> &str {
+        &self.keys
+    }
+
+    /// A handle on the store's multiplexed connection (cheap: it shares the one connection).
+    fn connection(&self) -> MultiplexedConnection {
         self.connection.clone()
     }
 }

@@ -325,6 +325,10 @@ where
 /// `UPDATE`, in one immediate transaction, so it reports creates and updates exactly. Scans
 /// page through the key column in order (`WHERE key > ? ORDER BY key LIMIT ?`).
 ///
+/// Other connections may use the file alongside the store's (bulk loads, reports), given a
+/// busy timeout so that they wait for the store's writes; rows they write bypass any guard in
+/// front of the store.
+///
 /// # Examples
 ///
 /// ```
@@ -414,26 +418,6 @@ impl<K, V> SqliteStore<K, V> {
     /// ```
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Runs `f` with a pooled connection, for what the [`Store`] trait does not cover (bulk
-    /// loads, reports). Writing keys this way bypasses any guard in front of the store.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::stores::SqliteStore;
-    ///
-    /// let dir = tempfile::tempdir()?;
-    /// let store = SqliteStore::<i64, String>::builder(dir.path().join("db"))
-    ///     .create_table_if_missing(true)
-    ///     .open()?;
-    /// let rows: i64 = store.with_connection(|c| c.query_row("SELECT count(*) FROM rows", [], |r| r.get(0)))?;
-    /// assert_eq!(rows, 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn with_connection<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
-        f(&mut self.connection())
     }
 }
 

@@ -1,0 +1,379 @@
+//! The drill's database: SQLite (embedded, the default), PostgreSQL or Redis, each behind the
+//! crate's guard. The store answers the lookups; for the bulk work its trait does not cover
+//! (count, clear, bulk load) each backend opens its own driver connection to the same data.
+
+mod postgres;
+mod redis;
+mod sqlite;
+
+use std::future::Future;
+use std::time::Duration;
+
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, GuardStats, Store};
+use cuckoo_guard::CuckooFilter;
+use tokio::runtime::Runtime;
+
+use crate::{CliError, Context, DrillArgs};
+
+/// One engine as the drill uses it: the drill's table (a namespace in Redis), bulk access to it
+/// over the tool's own connection, and the guard in front of it.
+pub(crate) trait Backend: Sync {
+    /// The database, for the report.
+    fn describe(&self) -> String;
+
+    /// The engine's short name, for the report.
+    fn kind(&self) -> &'static str;
+
+    /// How many rows the table holds, and whether they are the drill's keys `1..=rows`.
+    fn census(&self, rows: u64) -> Result<Census, CliError>;
+
+    /// Deletes every row of the drill's table (`--fresh`).
+    fn clear(&self) -> Result<(), CliError>;
+
+    /// Inserts the rows `lo..=hi` (straight into the database: the guard is not warm yet).
+    fn load(&self, lo: i64, hi: i64) -> Result<(), CliError>;
+
+    /// The guard in front of the table.
+    fn guard(&self) -> &dyn Guarded;
+}
+
+/// The guard in front of the drill's table, and the store behind it; implemented once for a
+/// guard over a sync store and once for one over an async store.
+pub(crate) trait Guarded: Sync {
+    /// Loads every key of the store into the guard's filter, reporting keys loaded so far.
+    fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError>;
+
+    /// Looks `key` up in the store itself: one database query. `Ok(true)` if it has a row.
+    fn direct_get(&self, key: i64) -> Result<bool, String>;
+
+    /// Looks `key` up through the guard. `Ok(true)` if it has a row.
+    fn guard_get(&self, key: i64) -> Result<bool, String>;
+
+    /// The guard's counters.
+    fn stats(&self) -> GuardStats;
+
+    /// The guard's filter.
+    fn filter(&self) -> &CuckooFilter;
+}
+
+/// Opens the database `--db` names (and, unless `--no-create`, creates the drill's table) and
+/// puts a guard with `filter` in front of it.
+pub(crate) fn open(args: &DrillArgs, filter: CuckooFilter) -> Result<Box<dyn Backend>, CliError> {
+    let db = args.db.as_deref().unwrap_or("");
+    if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+        Ok(Box::new(postgres::PostgresBackend::open(db, args, filter)?))
+    } else if db.starts_with("redis://") {
+        Ok(Box::new(redis::RedisBackend::open(db, args, filter)?))
+    } else if let Some((scheme, _)) = db.split_once("://") {
+        Err(CliError::new(format!(
+            "--db: unknown scheme {scheme:?}; give an SQLite file path, postgres://... or redis://..."
+        )))
+    } else {
+        Ok(Box::new(sqlite::SqliteBackend::open(db, args, filter)?))
+    }
+}
+
+/// Keys per page of the warm-up's scan.
+const WARM_UP_PAGE: usize = 20_000;
+/// How long connecting to a server may take before the drill gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a bulk step (count, clear, load a chunk, warm up) may take on a server.
+const BULK_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one lookup may take on a server before it counts as a store error.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The value stored for key `k` (the drill only checks presence; the value gives rows a
+/// realistic width).
+fn value_of(k: i64) -> String {
+    format!("row-{k}")
+}
+
+/// The drill's SQL table: the one place its name and columns are defined. The SQL backends
+/// configure their store with these names and build their own statements from them.
+#[derive(Debug)]
+struct Table {
+    /// The table (`--table`).
+    name: String,
+    /// The key column: a unique `BIGINT`/`INTEGER`.
+    key: String,
+    /// The value column.
+    value: String,
+}
+
+impl Table {
+    fn new(args: &DrillArgs) -> Table {
+        Table {
+            name: args.table.clone(),
+            key: "key".into(),
+            value: "value".into(),
+        }
+    }
+
+    /// The table, key column and value column as SQL identifiers.
+    fn quoted(&self) -> (String, String, String) {
+        (quote(&self.name), quote(&self.key), quote(&self.value))
+    }
+
+    /// The rows, smallest key and largest key of the table, for [`Census::of_keys`].
+    fn census_sql(&self) -> String {
+        let (t, k, _) = self.quoted();
+        format!("SELECT count(*), min({k}), max({k}) FROM {t}")
+    }
+}
+
+/// `"name"`, with embedded quotes doubled: an SQL identifier that cannot inject SQL. Every
+/// statement the tool builds quotes its names with this.
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The URL with any password replaced by `***`, for printing: the userinfo password (which
+/// may itself contain `/` or `@`) and any `password=` query parameter.
+fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let (head, query) = match url.find('?') {
+        Some(q) => (&url[..q], Some(&url[q..])),
+        None => (url, None),
+    };
+    // The userinfo ends at the last `@` of the part before the query.
+    let mut out = match head[scheme_end..].rfind('@') {
+        Some(at) => {
+            let userinfo = &head[scheme_end..scheme_end + at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            let password = if userinfo.contains(':') { ":***" } else { "" };
+            format!(
+                "{}{user}{password}{}",
+                &head[..scheme_end],
+                &head[scheme_end + at..]
+            )
+        }
+        None => head.to_string(),
+    };
+    if let Some(query) = query {
+        let redacted: Vec<String> = query[1..]
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&redacted.join("&"));
+    }
+    out
+}
+
+/// What the table holds before the drill loads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Census {
+    /// Rows in the table.
+    pub(crate) rows: u64,
+    /// Whether the rows are exactly the drill's keys `1..=N`.
+    pub(crate) is_drill_data: bool,
+}
+
+impl Census {
+    /// The census of `count` unique integer keys between `min` and `max`: `rows` of them
+    /// between 1 and `rows` are exactly `1..=rows`.
+    fn of_keys(
+        count: i64,
+        min: Option<i64>,
+        max: Option<i64>,
+        rows: u64,
+    ) -> Result<Census, CliError> {
+        let expect = expected_rows(rows)?;
+        Ok(Census {
+            rows: count.max(0) as u64,
+            is_drill_data: count == expect && min == Some(1) && max == Some(expect),
+        })
+    }
+}
+
+/// `rows` as the largest key of the drill's data.
+fn expected_rows(rows: u64) -> Result<i64, CliError> {
+    i64::try_from(rows).map_err(|_| CliError::new("too many rows"))
+}
+
+/// A server call that failed, or did not answer in time.
+#[derive(Debug)]
+enum Bounded<E> {
+    Failed(E),
+    TimedOut(Duration),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Bounded<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bounded::Failed(error) => error.fmt(f),
+            Bounded::TimedOut(limit) => write!(f, "no answer within {} s", limit.as_secs()),
+        }
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Bounded<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Bounded::Failed(error) => error.source(),
+            Bounded::TimedOut(_) => None,
+        }
+    }
+}
+
+/// Runs `future` on `runtime`, giving up after `limit`: a stuck server must not hang the drill.
+fn bounded<T, E>(
+    runtime: &Runtime,
+    limit: Duration,
+    future: impl Future<Output = Result<T, E>>,
+) -> Result<T, Bounded<E>> {
+    match runtime.block_on(async { tokio::time::timeout(limit, future).await }) {
+        Ok(result) => result.map_err(Bounded::Failed),
+        Err(_) => Err(Bounded::TimedOut(limit)),
+    }
+}
+
+/// The async runtime of a server backend.
+fn runtime(threads: usize) -> Result<Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.clamp(1, 4))
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Runs a connect future with [`CONNECT_TIMEOUT`].
+fn connect<T, E: std::error::Error + 'static>(
+    runtime: &Runtime,
+    what: &str,
+    future: impl Future<Output = Result<T, E>>,
+) -> Result<T, CliError> {
+    runtime
+        .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, future).await })
+        .map_err(|_| {
+            CliError::new(format!(
+                "{what}: no answer within {} s",
+                CONNECT_TIMEOUT.as_secs()
+            ))
+        })?
+        .context(what)
+}
+
+impl<S> Guarded for CacheGuard<S>
+where
+    S: Store<Key = i64>,
+    CacheGuard<S>: Sync,
+{
+    fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError> {
+        let done = CacheGuard::warm_up(self, WARM_UP_PAGE, |p| progress(p.keys_loaded))
+            .context("warm-up failed")?;
+        Ok(done.keys_loaded)
+    }
+
+    fn direct_get(&self, key: i64) -> Result<bool, String> {
+        self.store()
+            .get(&key)
+            .map(|row| row.is_some())
+            .map_err(|e| e.to_string())
+    }
+
+    fn guard_get(&self, key: i64) -> Result<bool, String> {
+        self.get(&key)
+            .map(|row| row.is_some())
+            .map_err(|e| e.to_string())
+    }
+
+    fn stats(&self) -> GuardStats {
+        CacheGuard::stats(self)
+    }
+
+    fn filter(&self) -> &CuckooFilter {
+        CacheGuard::filter(self)
+    }
+}
+
+/// An [`AsyncCacheGuard`] and the runtime that drives it (and the backend's own connection).
+struct AsyncGuard<S: AsyncStore> {
+    guard: AsyncCacheGuard<S>,
+    runtime: Runtime,
+}
+
+impl<S: AsyncStore> AsyncGuard<S> {
+    /// Runs a bulk step (count, clear, load a chunk, warm up) with [`BULK_TIMEOUT`].
+    fn run_bulk<T, E>(&self, future: impl Future<Output = Result<T, E>>) -> Result<T, Bounded<E>> {
+        bounded(&self.runtime, BULK_TIMEOUT, future)
+    }
+
+    /// Runs one lookup with [`REQUEST_TIMEOUT`]; `Ok(true)` if the key has a row.
+    fn request<V, E: std::fmt::Display>(
+        &self,
+        future: impl Future<Output = Result<Option<V>, E>>,
+    ) -> Result<bool, String> {
+        bounded(&self.runtime, REQUEST_TIMEOUT, future)
+            .map(|row| row.is_some())
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl<S> Guarded for AsyncGuard<S>
+where
+    S: AsyncStore<Key = i64>,
+    AsyncGuard<S>: Sync,
+{
+    fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError> {
+        let done = self
+            .run_bulk(
+                self.guard
+                    .warm_up(WARM_UP_PAGE, |p| progress(p.keys_loaded)),
+            )
+            .context("warm-up failed")?;
+        Ok(done.keys_loaded)
+    }
+
+    fn direct_get(&self, key: i64) -> Result<bool, String> {
+        self.request(self.guard.store().get(&key))
+    }
+
+    fn guard_get(&self, key: i64) -> Result<bool, String> {
+        self.request(self.guard.get(&key))
+    }
+
+    fn stats(&self) -> GuardStats {
+        self.guard.stats()
+    }
+
+    fn filter(&self) -> &CuckooFilter {
+        self.guard.filter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("postgres://user:secret@host:5432/db"),
+            "postgres://user:***@host:5432/db"
+        );
+        assert_eq!(redact("postgres://user@host/db"), "postgres://user@host/db");
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redact("redis://:pw@host"), "redis://:***@host");
+        assert_eq!(redact("plain/path"), "plain/path");
+        assert_eq!(
+            redact("postgres://u:pa/ss@host/db"),
+            "postgres://u:***@host/db"
+        );
+        assert_eq!(
+            redact("postgres://host/db?user=u&password=secret&x=1"),
+            "postgres://host/db?user=u&password=***&x=1"
+        );
+    }
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote("t"), "\"t\"");
+        assert_eq!(quote("a\"b"), "\"a\"\"b\"");
+    }
+}
