@@ -37,34 +37,32 @@ async fn main() -> Result<(), BoxError> {
         CuckooFilter::with_capacity(2 * ROWS as usize),
         store,
     ));
-    let served = serve(&guard, &table).await;
+    // The application's own connection, for what does not go through the guard: loading the
+    // rows it already has, and dropping the example's table.
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let served = serve(&guard, &db, &table).await;
     // Drop the table whether or not the run succeeded; report the run's error first.
-    let dropped = guard
-        .store()
-        .client()
-        .batch_execute(&format!("DROP TABLE \"{table}\""))
-        .await;
+    let dropped = db.batch_execute(&format!("DROP TABLE \"{table}\"")).await;
     served?;
     Ok(dropped?)
 }
 
 async fn serve(
     guard: &Arc<AsyncCacheGuard<PostgresStore<i64, String>>>,
+    db: &tokio_postgres::Client,
     table: &str,
 ) -> Result<(), BoxError> {
     // Rows written before the guard warms up stand for the data an application already has;
     // from then on every write goes through the guard.
-    guard
-        .store()
-        .client()
-        .execute(
-            &format!(
-                "INSERT INTO \"{table}\" (key, value) \
+    db.execute(
+        &format!(
+            "INSERT INTO \"{table}\" (key, value) \
                  SELECT g, 'user ' || g FROM generate_series(1, $1::bigint) g"
-            ),
-            &[&ROWS],
-        )
-        .await?;
+        ),
+        &[&ROWS],
+    )
+    .await?;
     let warm = guard
         .warm_up(2_500, |p| {
             println!("  warm-up: {} keys loaded", p.keys_loaded)
