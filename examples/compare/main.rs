@@ -75,8 +75,8 @@ fn run() -> Result<(), Box<dyn Error>> {
     let spliced = match splice::splice(&read()?, &sections) {
         Ok(spliced) => spliced,
         Err(e) => {
-            for (name, text) in &sections {
-                println!("<!-- {name} -->\n{text}\n");
+            for name in markdown::section_names() {
+                println!("<!-- {name} -->\n{}\n", sections[&name]);
             }
             return Err(in_file(e).into());
         }
@@ -87,8 +87,8 @@ fn run() -> Result<(), Box<dyn Error>> {
         std::fs::write(docs.join(file), svg)?;
     }
     std::fs::write(&path, spliced)?;
-    for text in sections.values() {
-        println!("{text}\n");
+    for name in markdown::section_names() {
+        println!("{}\n", sections[&name]);
     }
     Ok(())
 }

@@ -384,8 +384,8 @@ impl LookupSet {
         (set, memory)
     }
 
-    /// The lookup jobs: hits and misses at 1 and 2 threads (`cuckoofilter`, which is not
-    /// `Sync`, at 1 thread), then batched misses.
+    /// The lookup jobs: hits and misses at 1 and 2 threads (lock-free `cuckoofilter`, whose
+    /// writes need `&mut`, at 1 thread only), then batched misses.
     fn jobs<'a>(&'a self, w: &'a Workload) -> Vec<(Key, Job<'a>)> {
         let mut jobs: Vec<(Key, Job<'_>)> = Vec::new();
         for (group, queries) in [(Group::Miss, &w.misses), (Group::Hit, &w.hits)] {

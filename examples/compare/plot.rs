@@ -58,6 +58,7 @@ pub(crate) fn lookups(r: &SizeReport) -> Result<String, Box<dyn Error>> {
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .max_light_lines(4)
             .y_label_formatter(&|y| label_at(rows, top, *y))
             .x_desc("lookups per second, millions (M/s)")
             .y_desc("contender")
@@ -85,7 +86,7 @@ pub(crate) fn lookups(r: &SizeReport) -> Result<String, Box<dyn Error>> {
                 let (low, high) = half(i);
                 let (x, text) = match row.threads[t] {
                     Some(v) => (v / 1e6, format!(" {:.1}", v / 1e6)),
-                    None => (0.0, " not run (not Sync)".to_string()),
+                    None => (0.0, " not run at this thread count".to_string()),
                 };
                 let style = ("sans-serif", 12)
                     .into_font()
@@ -152,6 +153,7 @@ pub(crate) fn insert_curve(r: &SizeReport) -> Result<String, Box<dyn Error>> {
         chart
             .configure_mesh()
             .x_labels(11)
+            .max_light_lines(4)
             .x_label_formatter(&|x| format!("{x:.0}%"))
             .x_desc("load after the step (share of slots filled)")
             .y_desc("inserts per second within the step, millions (M/s)")

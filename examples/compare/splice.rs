@@ -21,8 +21,13 @@ pub(crate) enum SpliceError {
         name: String,
         open: String,
     },
-    /// An end marker with no begin marker of the same name open.
-    UnexpectedEnd { line: usize, name: String },
+    /// An end marker with no begin marker of the same name open; `open` is the section
+    /// open there, if any.
+    UnexpectedEnd {
+        line: usize,
+        name: String,
+        open: Option<String>,
+    },
     /// A begin marker with no end marker.
     Unterminated { line: usize, name: String },
     /// A second section of the same name.
@@ -45,12 +50,13 @@ impl fmt::Display for SpliceError {
                 f,
                 "line {line}: section `{name}` begins inside section `{open}`, which has not ended"
             ),
-            SpliceError::UnexpectedEnd { line, name } => {
-                write!(
+            SpliceError::UnexpectedEnd { line, name, open } => match open {
+                Some(open) => write!(
                     f,
-                    "line {line}: end of section `{name}`, which has not begun"
-                )
-            }
+                    "line {line}: end of section `{name}` inside section `{open}`, which has not ended"
+                ),
+                None => write!(f, "line {line}: end of section `{name}`, which has not begun"),
+            },
             SpliceError::Unterminated { line, name } => {
                 write!(f, "line {line}: section `{name}` begins and never ends")
             }
@@ -146,9 +152,14 @@ fn parse(doc: &str) -> Result<Vec<Section<'_>>, SpliceError> {
                 });
                 open = None;
             }
-            (Some(Marker::End(name)), _) => {
+            (Some(Marker::End(name)), open) => {
                 let name = name.to_string();
-                return Err(SpliceError::UnexpectedEnd { line: number, name });
+                let open = open.map(|(open, _, _)| open.to_string());
+                return Err(SpliceError::UnexpectedEnd {
+                    line: number,
+                    name,
+                    open,
+                });
             }
         }
     }
@@ -285,6 +296,7 @@ mod tests {
                 SpliceError::UnexpectedEnd {
                     line: 2,
                     name: "a".into(),
+                    open: None,
                 },
             ),
             (
@@ -300,6 +312,7 @@ mod tests {
                 SpliceError::UnexpectedEnd {
                     line: 2,
                     name: "b".into(),
+                    open: Some("a".into()),
                 },
             ),
             (
