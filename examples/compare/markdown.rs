@@ -12,8 +12,11 @@ use crate::measure::names::*;
 use crate::measure::{rate, Rates, Report, SizeReport};
 use crate::plot;
 
+/// Writes one per-size section.
+type SectionWriter = fn(&SizeReport) -> String;
+
 /// The per-size sections, each with the function that writes it.
-const PER_SIZE: [(&str, fn(&SizeReport) -> String); 6] = [
+const PER_SIZE: [(&str, SectionWriter); 6] = [
     ("lookups", lookups),
     ("batched", batched),
     ("mixed", mixed),
