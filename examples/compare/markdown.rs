@@ -254,3 +254,35 @@ fn large_targets(t: &mut Targets, r: &SizeReport) {
     let what = "16M mixed 95/5, 2t: vs atomic-cuckoo-filter (faster hasher)";
     t.check(what, m(OURS) / m(ACF).max(m(ACF_DEFAULT)), 1.5);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::sample_report;
+
+    #[test]
+    fn writes_every_section_and_marks_sizes_left_out() {
+        let sections = sections(&sample_report());
+        let names: Vec<&String> = sections.keys().collect();
+        let mut want = section_names();
+        want.sort();
+        assert_eq!(names, want.iter().collect::<Vec<_>>());
+        assert!(sections["16M-lookups"].contains("not measured in the last run"));
+        assert!(sections["environment"].contains("sizes measured: 1M; 3 rounds"));
+    }
+
+    #[test]
+    fn tables_and_targets_come_from_the_rates() {
+        let sections = sections(&sample_report());
+        let lookups = &sections["1M-lookups"];
+        assert!(lookups.contains("| cuckoo-guard | 100.0 | 180.0 | 110.0 | 200.0 | 2.00 |"));
+        assert!(lookups.contains("| cuckoofilter ahash | 80.0 | - | - | - | 1.60 |"));
+        let targets = &sections["targets"];
+        assert!(targets.contains(
+            "| 1M misses, 1t: vs cuckoofilter (faster hasher) | 1.25x | 1.30x | **missed** |"
+        ));
+        assert!(targets.contains("| 1M lookups, 2t vs 1t (misses) | 1.80x | 1.80x | met |"));
+        assert!(targets.contains("| 17.36 | at most 17.5 | met |"));
+        assert!(targets.ends_with("1 target(s) missed in this run."));
+    }
+}

@@ -609,3 +609,52 @@ fn cache_sizes() -> String {
         format!("caches per core or shared: {}", parts.join(", "))
     }
 }
+
+/// A made-up one-size report (1M) with the contenders the targets name, for tests.
+#[cfg(test)]
+pub(crate) fn sample_report() -> Report {
+    let rates = |rows: &[(&'static str, f64, Option<f64>)]| -> Vec<Rates> {
+        rows.iter()
+            .map(|&(name, one, two)| Rates {
+                name,
+                threads: [Some(one * 1e6), two.map(|v| v * 1e6)],
+            })
+            .collect()
+    };
+    let misses = rates(&[
+        (OURS, 100.0, Some(180.0)),
+        (PROBE, 50.0, Some(100.0)),
+        (CF, 80.0, None),
+        (CF_DEFAULT, 40.0, None),
+    ]);
+    let size = SizeReport {
+        size: "1M",
+        hits: rates(&[(OURS, 110.0, Some(200.0)), (PROBE, 60.0, Some(120.0))]),
+        misses,
+        batched: rates(&[(OURS_BATCHED, 150.0, Some(290.0))]),
+        mixed_95_5: rates(&[(OURS, 50.0, Some(90.0))]),
+        mixed_50_50: rates(&[(OURS, 30.0, Some(40.0))]),
+        fills: rates(&[(OURS, 15.0, Some(17.0))]),
+        memory: vec![Memory {
+            name: "cuckoo-guard (16-bit)",
+            bits_per_key: 17.36,
+            false_positive_rate: Some(0.000122),
+        }],
+        insert_curve: (1..=19)
+            .map(|step| LoadPoint {
+                load: step as f64 * 0.05,
+                inserts_per_second: (20 - step) as f64 * 1e6,
+            })
+            .collect(),
+    };
+    Report {
+        rounds: 3,
+        seconds: 60.0,
+        machine: Machine {
+            cpu: "Test CPU".into(),
+            cores: 2,
+            caches: "cache sizes unknown".into(),
+        },
+        sizes: vec![size],
+    }
+}

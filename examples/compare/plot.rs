@@ -174,3 +174,31 @@ pub(crate) fn insert_curve(r: &SizeReport) -> Result<String, Box<dyn Error>> {
     }
     Ok(svg)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::measure::sample_report;
+
+    #[test]
+    fn plots_have_axes_legends_and_every_contender() {
+        let report = sample_report();
+        let plots = super::plots(&report.sizes[0]).unwrap();
+        let names: Vec<&str> = plots.iter().map(|(file, _)| file.as_str()).collect();
+        assert_eq!(names, ["lookups_1M.svg", "insert_vs_load_1M.svg"]);
+        let lookups = &plots[0].1;
+        for text in [
+            "cuckoo-guard",
+            "cuckoofilter default",
+            "1 thread",
+            "2 threads",
+            "(M/s)",
+        ] {
+            assert!(lookups.contains(text), "lookups plot lacks {text:?}");
+        }
+        assert!(lookups.contains("not run at this thread count"));
+        let curve = &plots[1].1;
+        for text in ["load after the step", "(M/s)", "100%"] {
+            assert!(curve.contains(text), "insert plot lacks {text:?}");
+        }
+    }
+}
