@@ -1,5 +1,5 @@
 //! The contenders and workloads shared by the criterion suite (`benches/main.rs`) and the
-//! comparison report (`examples/compare.rs`): one definition, so both measure the same thing.
+//! comparison report (`examples/compare/`): one definition, so both measure the same thing.
 //! Each target uses a subset, hence the `dead_code` allowance.
 
 #![allow(dead_code)]
@@ -357,9 +357,12 @@ pub(crate) fn filled<C: Contender>(set: C, keys: &[u64]) -> C {
     set
 }
 
+/// Every size measured, by label; `CG_BENCH_SIZES` (labels, comma-separated) picks some.
+pub(crate) const SIZES: [(&str, usize); 2] = [("1M", 1_000_000), ("16M", 16_000_000)];
+
 pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
     let wanted = std::env::var("CG_BENCH_SIZES").unwrap_or_else(|_| "1M,16M".into());
-    [("1M", 1_000_000), ("16M", 16_000_000)]
+    SIZES
         .into_iter()
         .filter(|(name, _)| wanted.split(',').any(|w| w.trim() == *name))
         .collect()
