@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, Growth};
 
 pub(crate) type AHashBuilder = ahash::RandomState;
 
@@ -344,7 +344,7 @@ pub(crate) fn cuckoofilter_slots(n: usize) -> usize {
 }
 
 pub(crate) fn ours(n: usize) -> CuckooFilter {
-    CuckooFilter::builder().capacity(n).seed(1).build().unwrap()
+    CuckooFilter::builder().growth(Growth::Fixed).capacity(n).seed(1).build().unwrap()
 }
 
 /// `set` with `keys` inserted. Filters sized by power-of-two rounding may refuse a few keys

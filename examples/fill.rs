@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, Growth};
 
 /// Absent keys live far above the inserted ones.
 const ABSENT_BASE: u64 = 1 << 40;
@@ -46,7 +46,11 @@ fn main() {
         }
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    let filter = CuckooFilter::with_capacity(keys as usize);
+    let filter = CuckooFilter::builder()
+        .capacity(keys as usize)
+        .growth(Growth::Fixed)
+        .build()
+        .expect("valid configuration");
 
     let (failed, insert_secs) = parallel(keys, threads, |range| {
         range.filter(|k| filter.insert(k).is_err()).count() as u64

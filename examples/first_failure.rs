@@ -10,10 +10,11 @@
 //! second checks the sizing rule for tiny filters: `with_capacity(n)` must take `n` distinct
 //! keys for every `n` from 1 to 60 and every seed, and prints any that failed.
 
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, Growth};
 
 fn fill_until_failure(bits: u32, capacity: usize, seed: u64) -> (f64, f64, usize) {
     let filter = CuckooFilter::builder()
+        .growth(Growth::Fixed)
         .capacity(capacity)
         .fingerprint_bits(bits)
         .seed(seed)
@@ -42,6 +43,7 @@ fn small(seeds: u64) {
     for capacity in 1..=60usize {
         for seed in 0..seeds {
             let filter = CuckooFilter::builder()
+                .growth(Growth::Fixed)
                 .capacity(capacity)
                 .seed(seed)
                 .build()

@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use cuckoo_guard::{CuckooFilter, Displacement};
+use cuckoo_guard::{CuckooFilter, Displacement, Growth};
 
 /// A search: breadth-first with a path bound, or a random walk.
 type Mode = (usize, Displacement);
@@ -26,6 +26,7 @@ fn build(
     (max_path_len, displacement): Mode,
 ) -> CuckooFilter {
     CuckooFilter::builder()
+        .growth(Growth::Fixed)
         .capacity(capacity)
         .fingerprint_bits(bits)
         .max_path_len(max_path_len)

@@ -14,9 +14,14 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use cuckoo_guard::{CuckooFilter, InsertError};
+/// use cuckoo_guard::{CuckooFilter, Growth, InsertError};
 ///
-/// let filter = CuckooFilter::builder().capacity(8).seed(1).build().unwrap();
+/// let filter = CuckooFilter::builder()
+///     .capacity(8)
+///     .growth(Growth::Fixed)
+///     .seed(1)
+///     .build()
+///     .unwrap();
 /// let mut inserted = 0;
 /// let error = loop {
 ///     match filter.insert(&inserted) {
@@ -31,9 +36,11 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InsertError {
-    /// No cuckoo path within the maximum path length leads to a free slot: the filter is, for
-    /// this key, full. It usually happens near 95% load; it also happens when one key is
-    /// inserted more than 8 times (its two buckets hold 8 copies at most).
+    /// No cuckoo path within the maximum path length leads to a free slot, and the filter may
+    /// not add a table ([`Growth::Fixed`](crate::Growth::Fixed), or every table allowed was
+    /// added): the filter is, for this key, full. Without growth it usually happens near 95%
+    /// load; it also happens when one key is inserted more than 8 times per table (its two
+    /// buckets hold 8 copies at most).
     Full {
         /// Fingerprints stored when the insert gave up.
         len: usize,
@@ -43,6 +50,11 @@ pub enum InsertError {
     /// Other writers changed every cuckoo path this insert found before it could use it, 32
     /// times in a row. The filter is not necessarily full; retrying may succeed.
     Contended,
+    /// The filter was full and tried to add a table, but its buckets could not be allocated.
+    GrowthAllocationFailed {
+        /// Bytes asked of the allocator.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for InsertError {
@@ -51,7 +63,12 @@ impl fmt::Display for InsertError {
             InsertError::Full { len, capacity } => write!(
                 f,
                 "cuckoo filter is full: no free slot within the path length bound \
-                 ({len} of {capacity} slots used); build a larger filter"
+                 ({len} of {capacity} slots used) and no table may be added; build a larger \
+                 filter or allow more growth"
+            ),
+            InsertError::GrowthAllocationFailed { bytes } => write!(
+                f,
+                "cuckoo filter is full and could not allocate {bytes} bytes for another table"
             ),
             InsertError::Contended => write!(
                 f,
@@ -131,6 +148,14 @@ pub enum BuildError {
         /// The limit asked for.
         max_kicks: usize,
     },
+    /// [`Growth::Expand`](crate::Growth::Expand) was given a factor outside `1..=16` or a step
+    /// limit outside `1..=32`.
+    InvalidGrowth {
+        /// The factor asked for.
+        factor: usize,
+        /// The step limit asked for.
+        max_steps: usize,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -176,6 +201,11 @@ impl fmt::Display for BuildError {
             BuildError::InvalidMaxKicks { max_kicks } => write!(
                 f,
                 "random-walk kick limit {max_kicks} is invalid: it must be between 1 and 100000"
+            ),
+            BuildError::InvalidGrowth { factor, max_steps } => write!(
+                f,
+                "growth by {factor}x up to {max_steps} times is invalid: the factor must be \
+                 between 1 and 16 and the step limit between 1 and 32"
             ),
         }
     }

@@ -8,11 +8,11 @@ use ahash::RandomState;
 
 use crate::error::{BuildError, InsertError};
 use crate::sizing::{
-    buckets_for, design_false_positive_rate, false_positive_rate, fingerprint_bits_for,
+    buckets_for, design_false_positive_rate, fingerprint_bits_for,
     max_capacity,
 };
 use crate::stats::Stats;
-use crate::table::{InsertFailure, Inserted, Table, MAX_PATH_LEN};
+use crate::table::{GrowFailure, GrowingInsertFailure, Inserted, Table, Tables, MAX_PATH_LEN};
 
 /// The default maximum cuckoo path length, in buckets (libcuckoo's `MAX_BFS_PATH_LEN`).
 const DEFAULT_MAX_PATH_LEN: usize = 5;
@@ -37,16 +37,15 @@ const DEFAULT_MAX_PATH_LEN: usize = 5;
 /// ```
 pub struct CuckooFilter<S = RandomState> {
     hash_builder: S,
-    /// Held inline and never replaced: lookups load it with no epoch pin or hazard pointer
-    /// (a pin is a full barrier per call, measured at about 30% of lookup speed). Growth,
-    /// when it comes, must keep that: a table it replaces stays allocated until the filter is
-    /// dropped or mutably borrowed, which doubling bounds at one table's size.
-    table: Table,
+    /// The base table inline, grown tables appended and never replaced while shared: lookups
+    /// load them with no epoch pin or hazard pointer (a pin is a full barrier per call).
+    tables: Tables,
 }
 
 impl CuckooFilter<RandomState> {
     /// A filter for `capacity` keys with 16-bit fingerprints (about 0.012% false positives at
-    /// 95% load) and a random hash key.
+    /// 95% load), a random hash key and the default [`Growth`]: past `capacity` it adds tables
+    /// rather than refuse inserts.
     ///
     /// A capacity of 0 is rounded up to 1.
     ///
@@ -167,13 +166,16 @@ impl<S: BuildHasher> CuckooFilter<S> {
         unique: bool,
     ) -> Result<Inserted, InsertError> {
         let hash = self.hash(key);
-        let result = self.table.insert(hash, unique);
+        let result = self.tables.insert(hash, unique);
         result.map_err(|failure| match failure {
-            InsertFailure::Full => InsertError::Full {
+            GrowingInsertFailure::Full(GrowFailure::Limit) => InsertError::Full {
                 len: self.len(),
                 capacity: self.capacity(),
             },
-            InsertFailure::Contended => InsertError::Contended,
+            GrowingInsertFailure::Full(GrowFailure::Allocation { bytes }) => {
+                InsertError::GrowthAllocationFailed { bytes }
+            }
+            GrowingInsertFailure::Contended => InsertError::Contended,
         })
     }
 
@@ -196,7 +198,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     #[inline]
     pub fn contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let hash = self.hash(key);
-        self.table.contains(hash)
+        self.tables.contains(hash)
     }
 
     /// Looks up every key of `keys`, writing `results[i] = contains(&keys[i])`.
@@ -221,7 +223,11 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(found[1]);
     /// ```
     pub fn contains_many<K: Hash>(&self, keys: &[K], results: &mut [bool]) {
-        self.table.contains_many(&self.hash_builder, keys, results);
+        self.tables
+            .base()
+            .contains_many(&self.hash_builder, keys, results);
+        self.tables
+            .complete_many(|i| self.hash(&keys[i]), results);
     }
 
     /// Removes one copy of `key`'s fingerprint; returns whether one was found.
@@ -243,7 +249,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn remove<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let hash = self.hash(key);
-        self.table.remove(hash)
+        self.tables.remove(hash)
     }
 
     /// The number of copies of `key`'s fingerprint in its two buckets: at least the number of
@@ -262,7 +268,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn count<K: Hash + ?Sized>(&self, key: &K) -> usize {
         let hash = self.hash(key);
-        self.table.count(hash)
+        self.tables.count(hash)
     }
 }
 
@@ -281,7 +287,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.tables.len()
     }
 
     /// Whether no fingerprint is stored.
@@ -297,8 +303,9 @@ impl<S> CuckooFilter<S> {
         self.len() == 0
     }
 
-    /// The number of fingerprint slots (4 per bucket). Inserts start failing near 95% of it;
-    /// a filter built for `n` keys has `capacity() >= n / 0.94`.
+    /// The number of fingerprint slots (4 per bucket) in all tables. A table fills near 95%
+    /// of its slots (then the filter grows, or with [`Growth::Fixed`] inserts fail); a
+    /// filter built for `n` keys has `capacity() >= n / 0.94` before it grows.
     ///
     /// # Examples
     ///
@@ -310,7 +317,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.capacity() % 4, 0);
     /// ```
     pub fn capacity(&self) -> usize {
-        self.table.capacity()
+        self.tables.capacity()
     }
 
     /// `len() / capacity()`.
@@ -327,9 +334,9 @@ impl<S> CuckooFilter<S> {
         self.len() as f64 / self.capacity() as f64
     }
 
-    /// The false-positive rate expected at the current load: each lookup compares its
-    /// fingerprint with `8 x load` stored ones on average, each matching with probability
-    /// `1 / (2^bits - 1)`.
+    /// The false-positive rate expected at the current load: in each table, a lookup
+    /// compares its fingerprint with `8 x load` stored ones on average, each matching with
+    /// probability `1 / (2^bits - 1)`; a grown filter sums the rates of its tables.
     ///
     /// # Examples
     ///
@@ -344,12 +351,13 @@ impl<S> CuckooFilter<S> {
     /// assert!(filter.expected_false_positive_rate() < 0.0002);
     /// ```
     pub fn expected_false_positive_rate(&self) -> f64 {
-        false_positive_rate(self.fingerprint_bits(), self.load_factor())
+        self.tables.expected_false_positive_rate()
     }
 
-    /// The false-positive rate this filter's fingerprint width is configured for: the rate at
-    /// the design load of 95%, whatever the load is now (for that, see
-    /// [`expected_false_positive_rate`](Self::expected_false_positive_rate)).
+    /// The false-positive rate this filter's fingerprint width is configured for: the rate of
+    /// one table at the design load of 95%, whatever the load is now (for that, see
+    /// [`expected_false_positive_rate`](Self::expected_false_positive_rate)). After `g`
+    /// growth steps the rate is at most `g + 1` times this (see [`Growth`]).
     ///
     /// # Examples
     ///
@@ -377,7 +385,7 @@ impl<S> CuckooFilter<S> {
     /// # Ok::<(), cuckoo_guard::BuildError>(())
     /// ```
     pub fn fingerprint_bits(&self) -> u32 {
-        self.table.fingerprint_bits()
+        self.tables.base().fingerprint_bits()
     }
 
     /// How inserts search for room when both of a key's buckets are full.
@@ -390,9 +398,31 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(CuckooFilter::with_capacity(10).displacement(), Displacement::BreadthFirst);
     /// ```
     pub fn displacement(&self) -> Displacement {
-        match self.table.random_walk_kicks() {
+        match self.tables.base().random_walk_kicks() {
             0 => Displacement::BreadthFirst,
             max_kicks => Displacement::RandomWalk { max_kicks },
+        }
+    }
+
+    /// What an insert that finds no room does (see [`Builder::growth`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::{CuckooFilter, Growth};
+    ///
+    /// assert_eq!(CuckooFilter::with_capacity(10).growth(), Growth::DEFAULT);
+    /// let fixed = CuckooFilter::builder().capacity(10).growth(Growth::Fixed).build()?;
+    /// assert_eq!(fixed.growth(), Growth::Fixed);
+    /// # Ok::<(), cuckoo_guard::BuildError>(())
+    /// ```
+    pub fn growth(&self) -> Growth {
+        match self.tables.max_growth_steps() {
+            0 => Growth::Fixed,
+            max_steps => Growth::Expand {
+                factor: self.tables.growth_factor(),
+                max_steps,
+            },
         }
     }
 
@@ -406,7 +436,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(CuckooFilter::with_capacity(10).max_path_len(), 5);
     /// ```
     pub fn max_path_len(&self) -> usize {
-        self.table.max_path_len()
+        self.tables.base().max_path_len()
     }
 
     /// Heap bytes owned by the filter: the bucket array, the stripe words and the statistics
@@ -426,7 +456,7 @@ impl<S> CuckooFilter<S> {
     /// assert!(bits_per_key < 17.5);
     /// ```
     pub fn memory_usage(&self) -> usize {
-        self.table.heap_bytes()
+        self.tables.heap_bytes()
     }
 
     /// Removes every fingerprint.
@@ -452,7 +482,7 @@ impl<S> CuckooFilter<S> {
     /// assert!(!filter.contains("a"));
     /// ```
     pub fn clear(&self) {
-        self.table.clear()
+        self.tables.clear()
     }
 
     /// Size and operation counters: inserts, failures, displacements, the histogram of
@@ -469,7 +499,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.stats().failed_inserts, 0);
     /// ```
     pub fn stats(&self) -> Stats {
-        self.table.stats()
+        self.tables.stats()
     }
 
     /// The filter's hash builder.
@@ -536,6 +566,70 @@ pub enum Displacement {
     },
 }
 
+/// What a filter does when an insert finds no room.
+///
+/// With [`Expand`](Growth::Expand) (the default) the filter adds a table, `factor` times the
+/// size of the last, and inserts there; lookups then probe every table and removes find a copy
+/// wherever it is. Adding a table neither moves nor rehashes a key, so it never stops readers
+/// or writers and cannot lose a key, and a filter that never grew pays nothing for the option
+/// on its lookups.
+///
+/// Every table a lookup probes can answer a false "present", so the false-positive rate of a
+/// grown filter is the sum of its tables' rates: after `g` steps, at most `g + 1` times the
+/// configured rate (each full table contributes its rate at 95% load, the newest less). A
+/// guard's rebuild ([`CacheGuard::rebuild`](crate::guard::CacheGuard::rebuild)) brings a
+/// filter back to one right-sized table.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::{CuckooFilter, Growth, InsertError};
+///
+/// // The default: room is added as needed.
+/// let growing = CuckooFilter::builder().capacity(100).seed(1).build()?;
+/// for k in 0..10_000 {
+///     growing.insert(&k).unwrap();
+/// }
+/// assert!(growing.stats().growth_steps >= 6);
+/// assert!((0..10_000).all(|k| growing.contains(&k)));
+///
+/// // A fixed size: the insert that finds no room fails.
+/// let fixed = CuckooFilter::builder().capacity(100).growth(Growth::Fixed).build()?;
+/// let error = (0..10_000).find_map(|k| fixed.insert(&k).err()).unwrap();
+/// assert!(matches!(error, InsertError::Full { .. }));
+/// # Ok::<(), cuckoo_guard::BuildError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Growth {
+    /// Never add a table: an insert that finds no room fails with [`InsertError::Full`].
+    Fixed,
+    /// Add a table `factor` times the size of the last one when an insert finds no room, at
+    /// most `max_steps` times; past that, inserts that find no room fail with
+    /// [`InsertError::Full`].
+    Expand {
+        /// Size of each added table over the one before it (1 to 16; RedisBloom's
+        /// `EXPANSION`).
+        factor: usize,
+        /// Tables that may be added (1 to 32).
+        max_steps: usize,
+    },
+}
+
+impl Growth {
+    /// Doubling, up to 16 added tables: room for `2^17 - 1` times the initial capacity.
+    pub const DEFAULT: Growth = Growth::Expand {
+        factor: 2,
+        max_steps: 16,
+    };
+}
+
+impl Default for Growth {
+    fn default() -> Self {
+        Growth::DEFAULT
+    }
+}
+
 /// Configures and builds a [`CuckooFilter`].
 ///
 /// Only [`capacity`](Self::capacity) is required. The fingerprint width comes from
@@ -564,6 +658,7 @@ pub struct Builder<S = RandomState> {
     fingerprint_bits: Option<u32>,
     max_path_len: usize,
     displacement: Displacement,
+    growth: Growth,
     hash_builder: S,
 }
 
@@ -575,6 +670,7 @@ impl Builder<RandomState> {
             fingerprint_bits: None,
             max_path_len: DEFAULT_MAX_PATH_LEN,
             displacement: Displacement::BreadthFirst,
+            growth: Growth::DEFAULT,
             hash_builder: RandomState::new(),
         }
     }
@@ -618,6 +714,13 @@ impl<S> Builder<S> {
         self
     }
 
+    /// What an insert that finds no room does: add a table ([`Growth::Expand`], the default:
+    /// doubling, up to 16 times) or fail ([`Growth::Fixed`]).
+    pub fn growth(mut self, growth: Growth) -> Self {
+        self.growth = growth;
+        self
+    }
+
     /// Hash keys with ahash keyed by `seed` instead of a random key. Filters with the same
     /// seed hash alike (within one build of the program), which tests and snapshots need; a
     /// secret random key (the default) keeps an attacker from choosing colliding keys.
@@ -643,6 +746,7 @@ impl<S> Builder<S> {
             fingerprint_bits: self.fingerprint_bits,
             max_path_len: self.max_path_len,
             displacement: self.displacement,
+            growth: self.growth,
             hash_builder,
         }
     }
@@ -653,7 +757,8 @@ impl<S> Builder<S> {
     ///
     /// A [`BuildError`] if the capacity is unset, 0 or too large, the rate is not in (0, 1)
     /// or below what 16 bits reach, the width is not 8 or 16 (or too narrow for the rate
-    /// also given), the path length is outside `1..=8`, or the buckets cannot be allocated.
+    /// also given), the path length is outside `1..=8`, the growth factor or step limit is
+    /// out of range, or the buckets cannot be allocated.
     pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
         let capacity = match self.capacity {
             None => return Err(BuildError::CapacityNotSet),
@@ -675,6 +780,17 @@ impl<S> Builder<S> {
                 return Err(BuildError::InvalidMaxKicks { max_kicks })
             }
         };
+        let (factor, max_steps) = match self.growth {
+            Growth::Fixed => (1, 0),
+            Growth::Expand { factor, max_steps }
+                if (1..=16).contains(&factor) && (1..=32).contains(&max_steps) =>
+            {
+                (factor, max_steps)
+            }
+            Growth::Expand { factor, max_steps } => {
+                return Err(BuildError::InvalidGrowth { factor, max_steps })
+            }
+        };
         let too_large = BuildError::CapacityTooLarge {
             requested: capacity,
             max: max_capacity(),
@@ -687,7 +803,7 @@ impl<S> Builder<S> {
         let table = Table::new(bits, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
         Ok(CuckooFilter {
             hash_builder: self.hash_builder,
-            table,
+            tables: Tables::new(table, factor, max_steps),
         })
     }
 }

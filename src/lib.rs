@@ -109,7 +109,7 @@ mod sync;
 mod table;
 
 pub use crate::error::{BuildError, InsertError};
-pub use crate::filter::{Builder, CuckooFilter, Displacement};
+pub use crate::filter::{Builder, CuckooFilter, Displacement, Growth};
 pub use crate::stats::Stats;
 
 #[doc = include_str!("../README.md")]

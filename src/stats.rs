@@ -163,6 +163,7 @@ impl Counters {
             path_retries: self.sum(|s| &s.path_retries),
             read_retries: self.sum(|s| &s.read_retries),
             read_fallbacks: self.sum(|s| &s.read_fallbacks),
+            growth_steps: 0,
         }
     }
 }
@@ -222,4 +223,36 @@ pub struct Stats {
     /// Lookups that kept failing validation and answered "present" rather than wait longer,
     /// and counts that kept failing it and counted under the locks instead.
     pub read_fallbacks: u64,
+    /// Tables added because an insert found no room (see
+    /// [`Builder::growth`](crate::Builder::growth)); the filter probes `1 + growth_steps`
+    /// tables per lookup.
+    pub growth_steps: usize,
+}
+
+impl Stats {
+    /// Adds the counters and sizes of another table of the same filter.
+    pub(crate) fn absorb(&mut self, other: &Stats) {
+        self.len += other.len;
+        self.capacity += other.capacity;
+        self.load_factor = if self.capacity == 0 {
+            0.0
+        } else {
+            self.len as f64 / self.capacity as f64
+        };
+        self.inserts += other.inserts;
+        self.failed_inserts += other.failed_inserts;
+        self.failed_inserts_contended += other.failed_inserts_contended;
+        self.displacements += other.displacements;
+        self.max_displacements = self.max_displacements.max(other.max_displacements);
+        for (mine, theirs) in self
+            .path_length_histogram
+            .iter_mut()
+            .zip(&other.path_length_histogram)
+        {
+            *mine += theirs;
+        }
+        self.path_retries += other.path_retries;
+        self.read_retries += other.read_retries;
+        self.read_fallbacks += other.read_fallbacks;
+    }
 }

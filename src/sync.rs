@@ -11,9 +11,13 @@
 //! to build.
 
 #[cfg(cuckoo_loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(cuckoo_loom)]
+pub(crate) use loom::sync::Mutex;
 #[cfg(not(cuckoo_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(cuckoo_loom))]
+pub(crate) use std::sync::Mutex;
 
 /// Called once per turn of every retry or spin loop.
 ///
@@ -72,7 +76,6 @@ pub(crate) fn yield_now() {
 pub(crate) fn thread_index() -> usize {
     #[cfg(not(cuckoo_loom))]
     {
-        use std::sync::atomic::AtomicUsize;
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         std::thread_local! {
             // ORDERING: Relaxed; hands out distinct numbers, publishes nothing.

@@ -2,7 +2,7 @@
 
 use std::hash::BuildHasherDefault;
 
-use cuckoo_guard::{BuildError, CuckooFilter, Displacement, InsertError};
+use cuckoo_guard::{BuildError, CuckooFilter, Displacement, Growth, InsertError};
 
 #[test]
 fn filter_is_send_and_sync() {
@@ -52,7 +52,11 @@ fn duplicates_are_counted_and_removed_one_at_a_time() {
     // across many keys.
     let mut shapes = [0usize; 2];
     for k in 0..200u32 {
-        let filter = CuckooFilter::with_capacity(100);
+        let filter = CuckooFilter::builder()
+            .capacity(100)
+            .growth(Growth::Fixed)
+            .build()
+            .unwrap();
         let mut copies = 0;
         while filter.insert(&k).is_ok() {
             copies += 1;
@@ -129,6 +133,7 @@ fn contains_many_rejects_mismatched_lengths() {
 fn a_full_filter_reports_full_and_keeps_every_key() {
     let filter = CuckooFilter::builder()
         .capacity(1_000)
+        .growth(Growth::Fixed)
         .seed(3)
         .build()
         .unwrap();
@@ -224,6 +229,7 @@ fn clear_empties_the_filter_and_it_can_be_refilled() {
 fn stats_count_inserts_failures_and_displacements() {
     let filter = CuckooFilter::builder()
         .capacity(5_000)
+        .growth(Growth::Fixed)
         .seed(9)
         .build()
         .unwrap();
@@ -399,6 +405,7 @@ fn random_walk_inserts_fill_the_filter_and_lose_nothing() {
     for bits in [8, 16] {
         let filter = CuckooFilter::builder()
             .capacity(20_000)
+            .growth(Growth::Fixed)
             .fingerprint_bits(bits)
             .displacement(Displacement::RandomWalk { max_kicks: 500 })
             .seed(5)

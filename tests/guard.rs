@@ -12,7 +12,7 @@ use cuckoo_guard::guard::{
     AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, ScanPage, Store,
     WarmUpProgress, Written,
 };
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, Growth};
 use tokio::sync::Notify;
 
 mod common;
@@ -24,6 +24,16 @@ type Mem = MemoryStore<u64, u64>;
 fn filter(capacity: usize) -> CuckooFilter {
     CuckooFilter::builder()
         .capacity(capacity)
+        .seed(7)
+        .build()
+        .unwrap()
+}
+
+/// `filter` that never grows: inserts past its capacity fail.
+fn fixed_filter(capacity: usize) -> CuckooFilter {
+    CuckooFilter::builder()
+        .capacity(capacity)
+        .growth(Growth::Fixed)
         .seed(7)
         .build()
         .unwrap()
@@ -619,7 +629,7 @@ fn a_warm_up_from_another_thread_is_refused_while_one_runs() {
 
 #[test]
 fn a_full_filter_refuses_creates_before_touching_the_store() {
-    let guard = CacheGuard::new(filter(50), MemoryStore::<u64, u64>::new());
+    let guard = CacheGuard::new(fixed_filter(50), MemoryStore::<u64, u64>::new());
     warm(&guard);
     let mut k = 0;
     let error = loop {
@@ -644,7 +654,7 @@ fn a_full_filter_refuses_creates_before_touching_the_store() {
 #[test]
 fn a_warm_up_larger_than_the_filter_fails_and_keeps_passing_through() {
     let guard = CacheGuard::new(
-        filter(10),
+        fixed_filter(10),
         MemoryStore::from_rows((0..1_000u64).map(|k| (k, k))),
     );
     assert!(matches!(

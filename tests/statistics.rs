@@ -2,12 +2,13 @@
 //! configuration reaches before its first failed insert. Each prints what it measured
 //! (`cargo test --test statistics -- --nocapture`).
 
-use cuckoo_guard::{CuckooFilter, Displacement};
+use cuckoo_guard::{CuckooFilter, Displacement, Growth};
 
 /// Fills a filter to exactly 95% of its slots and measures the false-positive rate over
 /// keys never inserted, against the paper's `2 x 4 x 0.95 / 2^f`.
 fn false_positive_rate_at_95_percent(bits: u32, queries: u64) {
     let filter = CuckooFilter::builder()
+        .growth(Growth::Fixed)
         .capacity(1_000_000)
         .fingerprint_bits(bits)
         .seed(0xF00D + u64::from(bits))
@@ -58,6 +59,7 @@ fn false_positive_rate_8_bit() {
 fn first_failure(bits: u32, capacity: usize, seed: u64) -> (f64, f64, usize) {
     fill_until_failure(
         CuckooFilter::builder()
+            .growth(Growth::Fixed)
             .capacity(capacity)
             .fingerprint_bits(bits)
             .seed(seed)
@@ -120,6 +122,7 @@ fn breadth_first_search_beats_the_random_walk() {
             for seed in 0..SEEDS {
                 let (load, mean, _) = fill_until_failure(
                     CuckooFilter::builder()
+                        .growth(Growth::Fixed)
                         .capacity(500_000)
                         .fingerprint_bits(bits)
                         .max_path_len(max_path_len)
@@ -149,4 +152,79 @@ fn breadth_first_search_beats_the_random_walk() {
             "{bits}-bit: {displacements:?}"
         );
     }
+}
+
+/// The false-positive rate of a growing filter over `queries` keys never inserted.
+fn measured_false_positive_rate(filter: &CuckooFilter, queries: u64) -> f64 {
+    let keys: Vec<u64> = ((1u64 << 40)..(1u64 << 40) + queries).collect();
+    let mut hits = vec![false; keys.len()];
+    filter.contains_many(&keys, &mut hits);
+    hits.iter().filter(|&&h| h).count() as f64 / queries as f64
+}
+
+/// Fills a doubling filter of `bits`-bit fingerprints and measures the false-positive rate
+/// just after growth steps 1, 2, 4 and 8 (every older table full, the newest empty) and
+/// again once the newest is full too (just before the step after it). Each must be within 1.5x of the filter's own estimate
+/// (the sum of its tables' rates) and below `steps + 1` times the configured rate, the bound
+/// `Growth` documents.
+fn false_positive_rate_over_growth(bits: u32, queries: u64) {
+    let filter = CuckooFilter::builder()
+        .capacity(2_000)
+        .fingerprint_bits(bits)
+        .seed(0xFEED + u64::from(bits))
+        .build()
+        .unwrap();
+    let configured = filter.configured_false_positive_rate();
+    let mut key = 0u64;
+    for steps in [1, 2, 4, 8] {
+        let mut check = |when: &str, steps_allowed: usize| {
+            let measured = measured_false_positive_rate(&filter, queries);
+            let expected = filter.expected_false_positive_rate();
+            let bound = (steps_allowed + 1) as f64 * configured;
+            println!(
+                "{bits}-bit, {steps} growth steps, {when}: {} tables, load {:.3}, measured \
+                 {measured:.6}, estimate {expected:.6}, bound (steps + 1) x {configured:.6} \
+                 = {bound:.6}, measured / configured = {:.2}",
+                filter.stats().growth_steps + 1,
+                filter.load_factor(),
+                measured / configured
+            );
+            assert!(
+                (expected / 1.5..=expected * 1.5).contains(&measured),
+                "{bits}-bit, {when} step {steps}: measured {measured} vs estimate {expected}"
+            );
+            assert!(
+                measured <= bound * 1.1,
+                "{bits}-bit, {when} step {steps}: measured {measured} above {bound}"
+            );
+        };
+        while filter.stats().growth_steps < steps {
+            filter.insert(&key).unwrap();
+            key += 1;
+        }
+        check("newest table empty", steps);
+        // Fill the newest table until the insert that would add the next one.
+        let capacity = filter.capacity();
+        loop {
+            filter.insert(&key).unwrap();
+            key += 1;
+            if filter.capacity() != capacity {
+                break;
+            }
+        }
+        assert!(filter.remove(&(key - 1)), "the key that grew the filter");
+        key -= 1;
+        check("then filled", steps + 1);
+        assert!((0..key).all(|k| filter.contains(&k)), "a grown filter lost a key");
+    }
+}
+
+#[test]
+fn false_positive_rate_over_growth_8_bit() {
+    false_positive_rate_over_growth(8, 400_000);
+}
+
+#[test]
+fn false_positive_rate_over_growth_16_bit() {
+    false_positive_rate_over_growth(16, 4_000_000);
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::Make;
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, GuardError};
 use cuckoo_guard::stores::{PostgresStore, PostgresStoreError};
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, Growth};
 
 const INTEGER_KEYS: Make<i64, String> = Make {
     key: |k| k as i64,
@@ -193,7 +193,12 @@ fn a_create_refused_for_lack_of_room_never_reaches_the_table() {
     common::runtime().block_on(async {
         let table = common::unique_name("cg_full");
         let tiny = AsyncCacheGuard::new(
-            CuckooFilter::builder().capacity(1).seed(3).build().unwrap(),
+            CuckooFilter::builder()
+                .capacity(1)
+                .growth(Growth::Fixed)
+                .seed(3)
+                .build()
+                .unwrap(),
             store(&url, &table).await,
         );
         tiny.warm_up(10, |_| {}).await.unwrap();

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-use cuckoo_guard::{CuckooFilter, Displacement};
+use cuckoo_guard::{CuckooFilter, Displacement, Growth};
 
 const ABSENT: u32 = 0;
 const INSERTING: u32 = 1;
@@ -195,6 +195,7 @@ fn stress(name: &str, capacity: usize, seconds: u64, displacement: Displacement)
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     let writers = cores.max(2);
     let filter = CuckooFilter::builder()
+        .growth(Growth::Fixed)
         .capacity(capacity)
         .displacement(displacement)
         .seed(11)

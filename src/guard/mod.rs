@@ -42,9 +42,11 @@
 //!
 //! # When the filter is full
 //!
-//! A create that finds no room in the filter is refused with [`GuardError::FilterFull`]
-//! before the store is touched: storing it would create a key the filter cannot report.
-//! Size the filter for the rows you expect (`CuckooFilter::with_capacity`).
+//! A filter built with the default [`Growth`](crate::Growth) adds a table when an insert finds
+//! no room, so creates are not refused for lack of room. A filter that may not grow (or has
+//! added every table it may) refuses a create that finds no room with
+//! [`GuardError::FilterFull`] before the store is touched: storing it would create a key the
+//! filter cannot report.
 //! A create whose filter insert gives up because concurrent writers kept changing its cuckoo
 //! paths is refused the same way, with [`GuardError::FilterContended`]: rare, and worth a
 //! retry rather than a bigger filter.
@@ -90,9 +92,9 @@ use crate::InsertError;
 ///
 /// ```
 /// use cuckoo_guard::guard::{CacheGuard, GuardError, MemoryStore};
-/// use cuckoo_guard::CuckooFilter;
+/// use cuckoo_guard::{CuckooFilter, Growth};
 ///
-/// let filter = CuckooFilter::builder().capacity(1).seed(1).build()?;
+/// let filter = CuckooFilter::builder().capacity(1).growth(Growth::Fixed).build()?;
 /// let guard = CacheGuard::new(filter, MemoryStore::<u32, ()>::new());
 /// guard.warm_up(10, |_| {})?;
 /// let refused = (0..100u32).find_map(|k| guard.put(&k, &()).err()).unwrap();

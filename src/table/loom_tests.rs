@@ -62,10 +62,10 @@ fn raced_and_validated(t: &Table) -> bool {
 
 /// Records whether any execution of a model reached a state (a census, loom's litmus style).
 #[derive(Clone, Default)]
-struct Census(std::sync::Arc<Mutex<bool>>);
+pub(super) struct Census(std::sync::Arc<Mutex<bool>>);
 
 /// Runs `model` under loom with a fresh census, then asserts the census saw `what`.
-fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
+pub(super) fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
     let census = Census::default();
     let c = census.clone();
     loom::model(move || model(c.clone()));
@@ -73,7 +73,7 @@ fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
 }
 
 impl Census {
-    fn saw(&self, reached: bool) {
+    pub(super) fn saw(&self, reached: bool) {
         if reached {
             *self.0.lock().unwrap() = true;
         }

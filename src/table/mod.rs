@@ -5,6 +5,7 @@
 //! [`path`] apply it. Readers take no lock and store nothing on the lookup path. Every bucket
 //! store happens under the lock of the bucket's stripe.
 
+mod growth;
 mod path;
 mod stripe;
 mod width;
@@ -21,6 +22,7 @@ use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
 use self::stripe::{PairLock, StripeLock};
 
 pub(crate) use self::path::MAX_PATH_LEN;
+pub(crate) use self::growth::{GrowFailure, GrowingInsertFailure, Tables};
 pub(crate) use self::width::Table;
 
 /// The most stripes a table has: 4096 words, 32 KiB, small enough to stay in L1/L2 for
@@ -68,6 +70,9 @@ pub(crate) enum InsertFailure {
     Full,
     /// Other writers invalidated every path found, `INSERT_ATTEMPTS` times.
     Contended,
+    /// A unique insert found, under the locks of its buckets, that its table is no longer
+    /// the filter's newest (growth \[G5\]); nothing was stored.
+    Outgrown,
 }
 
 /// A cuckoo filter table of one fingerprint layout.
@@ -171,6 +176,10 @@ impl<L: Layout> RawTable<L> {
 
     pub(crate) fn capacity(&self) -> usize {
         self.buckets.len() * crate::fingerprint::SLOTS
+    }
+
+    pub(crate) fn num_buckets(&self) -> usize {
+        self.buckets.len()
     }
 
     pub(crate) fn max_path_len(&self) -> usize {
@@ -311,6 +320,14 @@ impl<L: Layout> RawTable<L> {
         self.count_unlocked(p)
     }
 
+    /// The number of copies of `p`'s fingerprint, counted under the locks of both buckets:
+    /// no put or take of the pair can be in flight, and the count is ordered after every
+    /// write that released either lock before \[W1\].
+    pub(crate) fn count_locked(&self, p: Probe) -> usize {
+        let _locks = self.lock_pair(p.primary, p.alternate);
+        self.count_unlocked(p)
+    }
+
     /// Copies of `p`'s fingerprint in its buckets, read without validation: exact only under
     /// the pair's locks or inside a validated read.
     #[inline]
@@ -359,6 +376,18 @@ impl<L: Layout> RawTable<L> {
     /// `insert_unique` skips the one-lock attempt: its check and its store must see both
     /// buckets at once.
     pub(crate) fn insert(&self, p: Probe, unique: bool) -> Result<Inserted, InsertFailure> {
+        self.insert_while(p, unique, || true)
+    }
+
+    /// [`insert`](Self::insert), where a unique insert first checks `still_newest` under the
+    /// locks of both buckets and stores nothing (`Outgrown`) if it returns false: the step
+    /// that keeps unique inserts unique across growth \[G5\].
+    pub(crate) fn insert_while(
+        &self,
+        p: Probe,
+        unique: bool,
+        still_newest: impl Fn() -> bool,
+    ) -> Result<Inserted, InsertFailure> {
         let primary_stripe = self.stripe_of(p.primary);
         let alternate_stripe = self.stripe_of(p.alternate);
         if !unique {
@@ -374,8 +403,13 @@ impl<L: Layout> RawTable<L> {
             {
                 let mut locks = self.lock_pair(p.primary, p.alternate);
                 // Under both locks no hop of this pair is in flight, so the count is exact.
-                if unique && self.count_unlocked(p) > 0 {
-                    return Ok(Inserted::AlreadyPresent);
+                if unique {
+                    if self.count_unlocked(p) > 0 {
+                        return Ok(Inserted::AlreadyPresent);
+                    }
+                    if !still_newest() {
+                        return Err(InsertFailure::Outgrown);
+                    }
                 }
                 if self.place_locked(locks.get(primary_stripe), p.primary, p.fp)
                     || (p.alternate != p.primary

@@ -55,9 +55,33 @@ impl Table {
         with_table!(self, t => t.count(t.probe(hash)))
     }
 
+    pub(crate) fn count_locked(&self, hash: u64) -> usize {
+        with_table!(self, t => t.count_locked(t.probe(hash)))
+    }
+
     #[inline]
     pub(crate) fn insert(&self, hash: u64, unique: bool) -> Result<Inserted, InsertFailure> {
         with_table!(self, t => t.insert(t.probe(hash), unique))
+    }
+
+    pub(crate) fn insert_while(
+        &self,
+        hash: u64,
+        unique: bool,
+        still_newest: impl Fn() -> bool,
+    ) -> Result<Inserted, InsertFailure> {
+        with_table!(self, t => t.insert_while(t.probe(hash), unique, still_newest))
+    }
+
+    /// An empty table like this one (width, path length, displacement) of `buckets` buckets;
+    /// `None` if they cannot be allocated.
+    pub(crate) fn new_like(&self, buckets: usize) -> Option<Self> {
+        Table::new(
+            self.fingerprint_bits(),
+            buckets,
+            self.max_path_len(),
+            self.random_walk_kicks(),
+        )
     }
 
     #[inline]
@@ -111,6 +135,10 @@ impl Table {
 
     pub(crate) fn capacity(&self) -> usize {
         with_table!(self, t => t.capacity())
+    }
+
+    pub(crate) fn num_buckets(&self) -> usize {
+        with_table!(self, t => t.num_buckets())
     }
 
     pub(crate) fn random_walk_kicks(&self) -> usize {
