@@ -344,7 +344,12 @@ pub(crate) fn cuckoofilter_slots(n: usize) -> usize {
 }
 
 pub(crate) fn ours(n: usize) -> CuckooFilter {
-    CuckooFilter::builder().growth(Growth::Fixed).capacity(n).seed(1).build().unwrap()
+    CuckooFilter::builder()
+        .growth(Growth::Fixed)
+        .capacity(n)
+        .seed(1)
+        .build()
+        .unwrap()
 }
 
 /// `set` with `keys` inserted. Filters sized by power-of-two rounding may refuse a few keys

@@ -148,8 +148,8 @@ pub enum BuildError {
         /// The limit asked for.
         max_kicks: usize,
     },
-    /// [`Growth::Expand`](crate::Growth::Expand) was given a factor outside `1..=16` or a step
-    /// limit outside `1..=32`.
+    /// [`Growth::Expand`](crate::Growth::Expand) was given a factor that is not a power of two
+    /// up to 16, a step limit outside `1..=32`, or both with `factor^max_steps > 2^16`.
     InvalidGrowth {
         /// The factor asked for.
         factor: usize,
@@ -205,7 +205,7 @@ impl fmt::Display for BuildError {
             BuildError::InvalidGrowth { factor, max_steps } => write!(
                 f,
                 "growth by {factor}x up to {max_steps} times is invalid: the factor must be \
-                 between 1 and 16 and the step limit between 1 and 32"
+                 1, 2, 4, 8 or 16, the step limit between 1 and 32, and factor^steps at most 2^16"
             ),
         }
     }

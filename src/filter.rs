@@ -7,10 +7,7 @@ use std::hash::{BuildHasher, Hash};
 use ahash::RandomState;
 
 use crate::error::{BuildError, InsertError};
-use crate::sizing::{
-    buckets_for, design_false_positive_rate, fingerprint_bits_for,
-    max_capacity,
-};
+use crate::sizing::{buckets_for, design_false_positive_rate, fingerprint_bits_for, max_capacity};
 use crate::stats::Stats;
 use crate::table::{GrowFailure, GrowingInsertFailure, Inserted, Table, Tables, MAX_PATH_LEN};
 
@@ -223,11 +220,22 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(found[1]);
     /// ```
     pub fn contains_many<K: Hash>(&self, keys: &[K], results: &mut [bool]) {
-        self.tables
-            .base()
-            .contains_many(&self.hash_builder, keys, results);
-        self.tables
-            .complete_many(|i| self.hash(&keys[i]), results);
+        if self.tables.has_grown() {
+            assert_eq!(
+                keys.len(),
+                results.len(),
+                "contains_many: {} keys but {} result slots",
+                keys.len(),
+                results.len()
+            );
+            for (key, result) in keys.iter().zip(results) {
+                *result = self.contains(key);
+            }
+        } else {
+            self.tables
+                .base()
+                .contains_many(&self.hash_builder, keys, results);
+        }
     }
 
     /// Removes one copy of `key`'s fingerprint; returns whether one was found.
@@ -576,9 +584,9 @@ pub enum Displacement {
 ///
 /// Every table a lookup probes can answer a false "present", so the false-positive rate of a
 /// grown filter is the sum of its tables' rates: after `g` steps, at most `g + 1` times the
-/// configured rate (each full table contributes its rate at 95% load, the newest less). A
-/// guard's rebuild ([`CacheGuard::rebuild`](crate::guard::CacheGuard::rebuild)) brings a
-/// filter back to one right-sized table.
+/// configured rate (each full table contributes its rate at 95% load, the newest less). Only a
+/// new filter sized for the keys, filled from where they are kept, brings the rate back to
+/// that of one table.
 ///
 /// # Examples
 ///
@@ -607,17 +615,22 @@ pub enum Growth {
     /// Add a table `factor` times the size of the last one when an insert finds no room, at
     /// most `max_steps` times; past that, inserts that find no room fail with
     /// [`InsertError::Full`].
+    ///
+    /// Added tables split each bucket of the first into sub-buckets (so that keys sharing
+    /// buckets in a large table share them in every smaller one, which lets a remove take
+    /// the copy it finds first); the sub-bucket comes from 16 bits of the hash, so
+    /// `factor^max_steps` may be at most `2^16`.
     Expand {
-        /// Size of each added table over the one before it (1 to 16; RedisBloom's
+        /// Size of each added table over the one before it: 1, 2, 4, 8 or 16 (RedisBloom's
         /// `EXPANSION`).
         factor: usize,
-        /// Tables that may be added (1 to 32).
+        /// Tables that may be added (1 to 32, and `factor^max_steps <= 2^16`).
         max_steps: usize,
     },
 }
 
 impl Growth {
-    /// Doubling, up to 16 added tables: room for `2^17 - 1` times the initial capacity.
+    /// Doubling, up to 16 added tables: room for about `2^17` times the initial capacity.
     pub const DEFAULT: Growth = Growth::Expand {
         factor: 2,
         max_steps: 16,
@@ -781,11 +794,14 @@ impl<S> Builder<S> {
             }
         };
         let (factor, max_steps) = match self.growth {
-            Growth::Fixed => (1, 0),
+            Growth::Fixed => (0, 0),
             Growth::Expand { factor, max_steps }
-                if (1..=16).contains(&factor) && (1..=32).contains(&max_steps) =>
+                if factor.is_power_of_two()
+                    && factor <= 16
+                    && (1..=32).contains(&max_steps)
+                    && factor.trailing_zeros() as usize * max_steps <= 16 =>
             {
-                (factor, max_steps)
+                (factor.trailing_zeros(), max_steps)
             }
             Growth::Expand { factor, max_steps } => {
                 return Err(BuildError::InvalidGrowth { factor, max_steps })

@@ -123,9 +123,43 @@ fn fingerprint_offset(fp: u64, buckets: u64) -> u64 {
     // high bits onto its low bits with XOR breaks the linearity at the cost of one shift and
     // one XOR; the 32-bit multiply-high then maps the result into `0..buckets` (`buckets` is at
     // most 2^32). Every instruction here is on the lookup path, so this is kept minimal.
+    (fingerprint_mix(fp) * buckets) >> 32
+}
+
+/// The 32-bit nonlinear mix of a fingerprint behind [`fingerprint_offset`].
+#[inline(always)]
+fn fingerprint_mix(fp: u64) -> u64 {
     let x = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mixed = u64::from((x ^ (x >> 29)) as u32);
-    (mixed * buckets) >> 32
+    u64::from((x ^ (x >> 29)) as u32)
+}
+
+/// Hash bits a nested table's sub-bucket comes from (16 to 31: above every fingerprint,
+/// below the primary index's bits).
+pub(crate) const SUB_BUCKET_BITS: u32 = 16;
+
+/// The primary bucket in a nested table of `base << shift` buckets: the base table's primary
+/// bucket `b` and a sub-bucket `s` of `2^shift`, at `b << shift | s`. Requires
+/// `shift <= SUB_BUCKET_BITS`.
+#[inline(always)]
+pub(crate) fn nested_primary_index(hash: u64, base: u64, shift: u32) -> u64 {
+    debug_assert!(shift <= SUB_BUCKET_BITS);
+    let mask = (1u64 << shift) - 1;
+    (primary_index(hash, base) << shift) | ((hash >> 16) & mask)
+}
+
+/// The other bucket in a nested table: the base table's alternate of `b` and the sub-bucket
+/// `(mix(fp) - s) mod 2^shift`. An involution (both parts are).
+///
+/// Keys that share a fingerprint and a bucket pair here share them in every smaller nested
+/// table of the same base and in the base table itself (reduce the sub-bucket modulo the
+/// smaller power of two, or drop it): the property that lets a remove take the copy it finds
+/// in the newest table.
+#[inline(always)]
+pub(crate) fn nested_alternate_index(index: u64, fp: u64, base: u64, shift: u32) -> u64 {
+    let mask = (1u64 << shift) - 1;
+    let b = alternate_index(index >> shift, fp, base);
+    let s = fingerprint_mix(fp).wrapping_sub(index & mask) & mask;
+    (b << shift) | s
 }
 
 /// The other bucket of a fingerprint stored in `index`: `(h(fp) - index) mod buckets`.

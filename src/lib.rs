@@ -84,7 +84,8 @@
 //! | 8 bits  | 8  | ~2.9% (`8 x 0.95 / 255`)    | ~8.4  |
 //! | 16 bits | 16 | ~0.012% (`8 x 0.95 / 65535`) | ~16.8 |
 //!
-//! The rate scales with the load: at half load it is half as high. Any capacity is accepted
+//! The rate scales with the load: at half load it is half as high. A filter that grew (see
+//! [`Growth`]) sums the rates of its tables. Any capacity is accepted
 //! as is: the alternate bucket is `(h(fp) - i) mod m`, which needs no power-of-two table, so
 //! a filter for 3 million keys is not rounded up to 4 million slots. The hash is ahash with a
 //! random key per filter (settable with [`Builder::seed`] or [`Builder::hasher`]), so an

@@ -177,7 +177,7 @@ fn false_positive_rate_over_growth(bits: u32, queries: u64) {
     let configured = filter.configured_false_positive_rate();
     let mut key = 0u64;
     for steps in [1, 2, 4, 8] {
-        let mut check = |when: &str, steps_allowed: usize| {
+        let check = |when: &str, steps_allowed: usize| {
             let measured = measured_false_positive_rate(&filter, queries);
             let expected = filter.expected_false_positive_rate();
             let bound = (steps_allowed + 1) as f64 * configured;
@@ -215,7 +215,10 @@ fn false_positive_rate_over_growth(bits: u32, queries: u64) {
         assert!(filter.remove(&(key - 1)), "the key that grew the filter");
         key -= 1;
         check("then filled", steps + 1);
-        assert!((0..key).all(|k| filter.contains(&k)), "a grown filter lost a key");
+        assert!(
+            (0..key).all(|k| filter.contains(&k)),
+            "a grown filter lost a key"
+        );
     }
 }
 

@@ -4,43 +4,46 @@
 //!
 //! The base table is held inline. Up to `max_steps` grown tables live in slots that are filled
 //! once, in order, and never emptied or replaced while the filter is shared; `grown` counts the
-//! filled slots. A key's copies live in any of the tables; each table keeps its own protocol
-//! (`stripe`: puts, takes, displacements within the table). This layer adds:
+//! filled slots. Grown table `j` is nested over the base table with `2^(j * step_shift)`
+//! sub-buckets per base bucket (`geometry`). A key's copies live in any of the tables; each
+//! table keeps its own protocol (`stripe`: puts, takes, displacements within the table). This
+//! layer adds:
 //!
 //! - \[G1\] Publish. A grower holds the growth lock, checks that `grown` is still the count at
 //!   which it found the newest table full, fills the next slot, then stores `grown + 1`
 //!   (Release).
 //! - \[G2\] Insert. Load `grown` (Acquire) and insert into the newest table. `Full` there: grow
 //!   \[G1\] (or find that another thread did) and insert into the new newest table.
-//! - \[G3\] Remove. Take from the base table if it holds a copy; else load `grown` (Acquire) and
-//!   scan the grown tables in order, taking the first copy found. After a miss, load `grown`
-//!   again and scan the tables added since, until it stops changing.
-//! - \[G4\] Lookup. As \[G3\], with validated reads in place of takes. The base table is read
-//!   before `grown` is loaded, so a filter that never grew pays one load and one predicted
-//!   branch on a negative lookup and nothing on a positive one.
+//! - \[G3\] Remove. Load `grown` (Acquire), then scan the tables newest first and take the
+//!   first copy found.
+//! - \[G4\] Lookup. Load `grown` (Acquire), then read the tables newest first, each with the
+//!   table's validated read. A filter that never grew pays the load and one predicted branch.
 //! - \[G5\] Unique insert. Count the key's copies in every table but the newest under the
 //!   locks of its buckets there; then, under the locks of its buckets in the newest, check
-//!   the newest has no copy and that `grown` has not changed, and only then put.
+//!   that the newest has no copy and that `grown` has not changed, and only then put.
 //!
 //! # Invariants
 //!
 //! - (a) A copy stays in the table it was put in (a displacement moves it within its table).
-//! - (b) A take is never in a later table than a copy of the same fingerprint and buckets that
-//!   was put before the remove began: the remove scans in table order and takes the first
-//!   copy it finds. So when a writer puts one copy and then removes a copy of a colliding key
-//!   (a net move), the copy moves to a later table or within one, never to an earlier one.
+//! - (b) Two keys that share a fingerprint and bucket pair in one table share them in every
+//!   older table (the nested geometry). So the copy a remove of `k` takes, found in the newest
+//!   table that holds a match, belongs to `k` or to a key `x` that shares `k`'s fingerprint and
+//!   buckets there and in every older table, including the one holding `k`'s own copy (no
+//!   newer than the match, since it is a match too). `k`'s copy then stands in for `x`'s.
 //!
 //! # Why a lookup sees every key inserted before it and not removed
 //!
-//! Let the key's copy be in table `a`. If the lookup reads `a` before any take of that copy, it
-//! finds it. Otherwise the copy was taken by the remove of a colliding key, whose own copy the
-//! remover (or a writer before it) put in a table `b >= a` (b). The lookup's validated read of
-//! `a` acquired the take's unlock \[R1\], so everything before the take is visible to what the
-//! lookup does next: `b`'s publication \[G1\] (the next load of `grown` counts `b`, which is why
-//! every miss reloads it) and the put into `b` (which the lookup reads later in table order,
-//! or, if `b = a`, in the same validated read, by the table's own net-move protocol \[I4\]).
-//! Repeat with that copy: the chain of takes is finite, so a copy is found. A remove reasons
-//! the same way under locks, so a remove of a key that holds a copy finds one.
+//! Each present key has a copy standing for it: its own, or one it took over by (b). Such a
+//! copy is in a table the lookup counts (the key's insert happened before the lookup's load of
+//! `grown`), and a take hands a key over to a copy in the same or an older table, one put
+//! before the take. The lookup reads newest first. If it reads the key's table before the
+//! take, it finds the copy. If after, its validated read acquired the take's unlock \[R1\],
+//! so the put of the stand-in is visible to its later reads: in an older table, read later;
+//! in the same table, covered by the table's own net-move protocol \[I4\]. Repeat with the
+//! stand-in: the chain of takes is finite. A remove reasons the same way under locks.
+//! (Oldest first would be wrong twice over: the copy found there can belong to a key that
+//! shares the remover's buckets only in that table, and a lookup reading oldest first can
+//! read the stand-in's table before its put and the taken copy's table after the take.)
 //!
 //! Tables are never freed while the filter is shared, so neither lookups nor writers pin
 //! anything: a grown slot, once loaded, stays valid for the borrow of the filter.
@@ -48,18 +51,21 @@
 use std::sync::{OnceLock, PoisonError};
 
 use super::{InsertFailure, Inserted, Table};
-use crate::stats::Stats;
 use crate::sharded::bump;
+use crate::stats::Stats;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// The most buckets one table may have (the bucket index is 32 bits).
-const MAX_BUCKETS: usize = 1 << 32;
+const MAX_BUCKETS: u64 = 1 << 32;
+
+/// The most sub-buckets per base bucket: a nested table's sub-bucket comes from 16 hash bits.
+const MAX_SHIFT: u32 = crate::fingerprint::SUB_BUCKET_BITS;
 
 /// Why a growth step added no table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GrowFailure {
-    /// Growth is disabled, or the filter already added its maximum number of tables, or the
-    /// newest table already has the most buckets a table can have.
+    /// Growth is disabled, the filter already added its maximum number of tables, or the next
+    /// table would exceed the largest table or sub-bucket count.
     Limit,
     /// The new table's buckets could not be allocated.
     Allocation { bytes: usize },
@@ -81,8 +87,8 @@ pub(crate) struct Tables {
     /// Filled slots of `slots` \[G1\].
     grown: AtomicUsize,
     slots: Box<[OnceLock<Table>]>,
-    /// Each grown table has this many times the buckets of the table before it.
-    factor: usize,
+    /// Each grown table has `2^step_shift` times the buckets of the table before it.
+    step_shift: u32,
     /// Held by a grower while it checks `grown` and fills the next slot \[G1\].
     grow_lock: Mutex<()>,
     /// Inserts that found a table full and went on to a newer one: counted as failures by
@@ -91,14 +97,14 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
-    /// `base` with room for `max_steps` grown tables, each `factor` times the size of the one
-    /// before (`max_steps == 0`: the filter never grows).
-    pub(crate) fn new(base: Table, factor: usize, max_steps: usize) -> Self {
+    /// `base` with room for `max_steps` grown tables, each `2^step_shift` times the size of
+    /// the one before (`max_steps == 0`: the filter never grows).
+    pub(crate) fn new(base: Table, step_shift: u32, max_steps: usize) -> Self {
         Tables {
             base,
             grown: AtomicUsize::new(0),
             slots: (0..max_steps).map(|_| OnceLock::new()).collect(),
-            factor,
+            step_shift,
             grow_lock: Mutex::new(()),
             full_then_grown: AtomicU64::new(0),
         }
@@ -128,10 +134,17 @@ impl Tables {
     }
 
     /// The number of tables added so far.
+    #[inline(always)]
     pub(crate) fn growth_steps(&self) -> usize {
-        // ORDERING: Acquire; [G4] pairs with the Release of [G1], so every table counted
-        // is filled and visible.
+        // ORDERING: Acquire; [G2] [G3] [G4] pair with the Release of [G1], so every table
+        // counted is filled and its words initialized, and a key inserted before this load
+        // is in a table it counts.
         self.grown.load(Ordering::Acquire)
+    }
+
+    /// Tables `0..=grown`, newest first.
+    fn newest_first(&self, grown: usize) -> impl Iterator<Item = &Table> + '_ {
+        (0..=grown).rev().map(move |i| self.table(i))
     }
 
     /// Every table now published, base first.
@@ -139,85 +152,42 @@ impl Tables {
         (0..=self.growth_steps()).map(move |i| self.table(i))
     }
 
-    /// Whether `visit` returns true for some grown table after the first `checked`, visiting
-    /// them in order and reloading `grown` after the last until it stops changing \[G3\]
-    /// \[G4\]. Called after the base table and the first `checked` grown tables were visited.
-    fn any_grown_after(&self, mut checked: usize, mut visit: impl FnMut(&Table) -> bool) -> bool {
-        loop {
-            // ORDERING: Acquire; [G4] pairs with the Release of [G1]. A table visited before
-            // this load whose validated read (or lock) ordered it after a take also orders
-            // it after the publication of every table the taker had seen, so this load
-            // counts the table that holds the copy a net move put.
-            let now = self.grown.load(Ordering::Acquire);
-            if now == checked {
-                return false;
-            }
-            if (checked + 1..=now).any(|i| visit(self.grown_table(i))) {
-                return true;
-            }
-            checked = now;
-        }
-    }
-
     /// Whether the key of `hash` may be present \[G4\].
     #[inline]
     pub(crate) fn contains(&self, hash: u64) -> bool {
-        if self.base.contains(hash) {
-            return true;
+        match self.growth_steps() {
+            0 => self.base.contains(hash),
+            grown => self.find_grown(hash, grown).is_some(),
         }
-        // ORDERING: Acquire; [G4] as in `any_grown_after`: loaded after the base table's
-        // validated read, never before it.
-        let grown = self.grown.load(Ordering::Acquire);
-        grown != 0 && self.find_grown(hash, grown).is_some()
     }
 
-    /// The grown table that answers "present" (its index from 1), after a miss in the base
-    /// table and a load of `grown`.
+    /// The table that answers "present" (0 for the base), reading newest first.
     #[cold]
     #[inline(never)]
     fn find_grown(&self, hash: u64, grown: usize) -> Option<usize> {
-        let mut found = (1..=grown).find(|&i| self.grown_table(i).contains(hash));
-        if found.is_none() {
-            let mut i = grown;
-            self.any_grown_after(grown, |t| {
-                i += 1;
-                let hit = t.contains(hash);
-                found = hit.then_some(i);
-                hit
-            });
-        }
-        found
+        (0..=grown).rev().find(|&i| self.table(i).contains(hash))
     }
 
-    /// After `results[i] = base.contains(hashes of keys[i])` for a batch, completes the
-    /// negatives from the grown tables \[G4\].
-    pub(crate) fn complete_many(&self, hash: impl Fn(usize) -> u64, results: &mut [bool]) {
-        // ORDERING: Acquire; [G4], loaded after every base read of the batch.
-        if self.grown.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        for (i, result) in results.iter_mut().enumerate() {
-            if !*result {
-                let h = hash(i);
-                *result = self.any_grown_after(0, |t| t.contains(h));
-            }
-        }
+    /// Whether lookups read more than the base table: `contains_many` batches only when not.
+    #[inline]
+    pub(crate) fn has_grown(&self) -> bool {
+        self.growth_steps() != 0
     }
 
-    /// The number of copies of the key of `hash` in all tables \[G4\].
+    /// The number of copies of the key of `hash` in all tables.
     pub(crate) fn count(&self, hash: u64) -> usize {
-        let mut n = self.base.count(hash);
-        self.any_grown_after(0, |t| {
-            n += t.count(hash);
-            false
-        });
-        n
+        self.newest_first(self.growth_steps())
+            .map(|t| t.count(hash))
+            .sum()
     }
 
-    /// Removes one copy of the key of `hash`, the first in table order \[G3\].
+    /// Removes one copy of the key of `hash`, the first found newest first \[G3\].
     #[inline]
     pub(crate) fn remove(&self, hash: u64) -> bool {
-        self.base.remove(hash) || self.any_grown_after(0, |t| t.remove(hash))
+        match self.growth_steps() {
+            0 => self.base.remove(hash),
+            grown => self.newest_first(grown).any(|t| t.remove(hash)),
+        }
     }
 
     /// Adds one copy (or, if `unique`, one if none is present) to the newest table, growing
@@ -235,9 +205,7 @@ impl Tables {
         grow: impl Fn(&Self, usize) -> Result<(), GrowFailure>,
     ) -> Result<Inserted, GrowingInsertFailure> {
         loop {
-            // ORDERING: Acquire; [G2] pairs with the Release of [G1]: the newest table is
-            // filled and visible.
-            let grown = self.grown.load(Ordering::Acquire);
+            let grown = self.growth_steps();
             let result = if unique {
                 self.insert_unique_at(hash, grown)
             } else {
@@ -268,31 +236,28 @@ impl Tables {
         })
     }
 
+    /// The sub-bucket shift of grown table `i`, if it may be added.
+    fn shift_of(&self, i: usize) -> Option<u32> {
+        let shift = u32::try_from(i).ok()?.checked_mul(self.step_shift)?;
+        let buckets = (self.base.num_buckets() as u64).checked_shl(shift)?;
+        (i <= self.slots.len() && shift <= MAX_SHIFT && buckets <= MAX_BUCKETS).then_some(shift)
+    }
+
     /// Adds a table if `seen` is still the number of grown tables \[G1\]; `Ok` also when
     /// another thread already added one.
     pub(crate) fn grow(&self, seen: usize) -> Result<(), GrowFailure> {
-        let _lock = self.grow_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _lock = self
+            .grow_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // ORDERING: Relaxed; under the growth lock, whose Acquire orders this load after
         // every publication [G1], all of which store under the lock.
         let grown = self.grown.load(Ordering::Relaxed);
         if grown != seen {
             return Ok(());
         }
-        if grown == self.slots.len() {
-            return Err(GrowFailure::Limit);
-        }
-        let last = self.table(grown).num_buckets();
-        let buckets = last.saturating_mul(self.factor).min(MAX_BUCKETS);
-        if buckets <= last && self.factor > 1 {
-            return Err(GrowFailure::Limit);
-        }
-        let word_bytes = if self.base.fingerprint_bits() == 8 { 4 } else { 8 };
-        let table = self
-            .base
-            .new_like(buckets)
-            .ok_or(GrowFailure::Allocation {
-                bytes: buckets.saturating_mul(word_bytes),
-            })?;
+        let shift = self.shift_of(grown + 1).ok_or(GrowFailure::Limit)?;
+        let table = self.new_table(shift)?;
         // The slot is empty: only a holder of the growth lock fills it, and one that did
         // also counted it, so `grown != seen` above would have returned.
         let _ = self.slots[grown].set(table);
@@ -300,6 +265,19 @@ impl Tables {
         // words to every Acquire load of `grown`.
         self.grown.store(grown + 1, Ordering::Release);
         Ok(())
+    }
+
+    fn new_table(&self, shift: u32) -> Result<Table, GrowFailure> {
+        self.base.nested(shift).ok_or_else(|| {
+            let word_bytes = if self.base.fingerprint_bits() == 8 {
+                4
+            } else {
+                8
+            };
+            GrowFailure::Allocation {
+                bytes: (self.base.num_buckets() << shift).saturating_mul(word_bytes),
+            }
+        })
     }
 
     /// Empties every table.
@@ -316,7 +294,7 @@ impl Tables {
 
     /// Each grown table's size over the one before it.
     pub(crate) fn growth_factor(&self) -> usize {
-        self.factor
+        1 << self.step_shift
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -328,8 +306,7 @@ impl Tables {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.iter().map(Table::heap_bytes).sum::<usize>()
-            + std::mem::size_of_val(&*self.slots)
+        self.iter().map(Table::heap_bytes).sum::<usize>() + std::mem::size_of_val(&*self.slots)
     }
 
     /// The sum of every table's expected false-positive rate at its own load: a lookup
@@ -357,38 +334,18 @@ impl Tables {
         stats
     }
 
-    /// `remove` searching the newest table first: a broken variant of \[G3\] that can move a
-    /// copy to an earlier table, which the loom models must catch.
+    /// `remove` scanning the oldest table first: a broken variant of \[G3\] that the models
+    /// must catch.
     #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn remove_newest_first(&self, hash: u64) -> bool {
-        let grown = self.growth_steps();
-        (0..=grown).rev().any(|i| self.table(i).remove(hash))
+    pub(crate) fn remove_oldest_first(&self, hash: u64) -> bool {
+        (0..=self.growth_steps()).any(|i| self.table(i).remove(hash))
     }
 
-    /// `contains` that loads `grown` once, before reading the base table: a broken variant of
-    /// \[G4\] that the loom models must catch.
+    /// `contains` reading the oldest table first: a broken variant of \[G4\] that the models
+    /// must catch.
     #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn contains_loading_once(&self, hash: u64) -> bool {
-        let grown = self.growth_steps();
-        (0..=grown).any(|i| self.table(i).contains(hash))
-    }
-
-    /// `contains` that loads `grown` after the base table but never again: a broken variant of
-    /// \[G4\] that the loom models must catch.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn contains_without_reload(&self, hash: u64) -> bool {
-        self.base.contains(hash) || {
-            let grown = self.growth_steps();
-            (1..=grown).any(|i| self.grown_table(i).contains(hash))
-        }
-    }
-
-    /// `remove` that loads `grown` once, before scanning the base table: a broken variant of
-    /// \[G3\] that the loom models must catch.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn remove_loading_once(&self, hash: u64) -> bool {
-        let grown = self.growth_steps();
-        (0..=grown).any(|i| self.table(i).remove(hash))
+    pub(crate) fn contains_oldest_first(&self, hash: u64) -> bool {
+        (0..=self.growth_steps()).any(|i| self.table(i).contains(hash))
     }
 
     /// `insert` whose growth step is one of the broken variants below.
@@ -405,10 +362,13 @@ impl Tables {
     /// adds a table per racing insert.
     #[cfg(all(test, cuckoo_loom))]
     pub(crate) fn grow_unchecked(&self, _seen: usize) -> Result<(), GrowFailure> {
-        let _lock = self.grow_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _lock = self
+            .grow_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let grown = self.grown.load(Ordering::Relaxed);
-        let table = self.base.new_like(self.table(grown).num_buckets() * self.factor);
-        let _ = self.slots[grown].set(table.expect("a tiny table"));
+        let table = self.new_table(self.shift_of(grown + 1).expect("room to grow"))?;
+        let _ = self.slots[grown].set(table);
         self.grown.store(grown + 1, Ordering::Release);
         Ok(())
     }
@@ -417,7 +377,10 @@ impl Tables {
     /// broken variant under which another thread can reach an unfilled slot.
     #[cfg(all(test, cuckoo_loom))]
     pub(crate) fn grow_reserving_first(&self, seen: usize) -> Result<(), GrowFailure> {
-        let _lock = self.grow_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _lock = self
+            .grow_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.grown.load(Ordering::Relaxed) != seen {
             return Ok(());
         }
@@ -426,8 +389,8 @@ impl Tables {
         // atomics nor filling a `OnceLock` is one: a yield marks where the allocation would
         // let another thread run.
         crate::sync::yield_now();
-        let table = self.base.new_like(self.table(grown).num_buckets() * self.factor);
-        let _ = self.slots[grown].set(table.expect("a tiny table"));
+        let table = self.new_table(self.shift_of(grown + 1).expect("room to grow"))?;
+        let _ = self.slots[grown].set(table);
         Ok(())
     }
 
@@ -435,14 +398,10 @@ impl Tables {
     /// trace, for the loom census.
     #[cfg(all(test, cuckoo_loom))]
     pub(crate) fn find(&self, hash: u64) -> Option<usize> {
-        if self.base.contains(hash) {
-            return Some(0);
+        match self.growth_steps() {
+            0 => self.base.contains(hash).then_some(0),
+            grown => self.find_grown(hash, grown),
         }
-        let grown = self.growth_steps();
-        if grown == 0 {
-            return None;
-        }
-        self.find_grown(hash, grown)
     }
 }
 

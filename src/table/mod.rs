@@ -5,6 +5,7 @@
 //! [`path`] apply it. Readers take no lock and store nothing on the lookup path. Every bucket
 //! store happens under the lock of the bucket's stripe.
 
+mod geometry;
 mod growth;
 mod path;
 mod stripe;
@@ -13,16 +14,16 @@ mod width;
 use std::marker::PhantomData;
 
 use crate::fingerprint::{
-    alternate_index, empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match,
-    primary_index, with_lane, Layout,
+    empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout,
 };
 use crate::stats::Counters;
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
 
+use self::geometry::{Flat, Geometry, Nested};
 use self::stripe::{PairLock, StripeLock};
 
-pub(crate) use self::path::MAX_PATH_LEN;
 pub(crate) use self::growth::{GrowFailure, GrowingInsertFailure, Tables};
+pub(crate) use self::path::MAX_PATH_LEN;
 pub(crate) use self::width::Table;
 
 /// The most stripes a table has: 4096 words, 32 KiB, small enough to stay in L1/L2 for
@@ -77,10 +78,10 @@ pub(crate) enum InsertFailure {
 
 /// A cuckoo filter table of one fingerprint layout.
 #[derive(Debug)]
-pub(crate) struct RawTable<L: Layout> {
+pub(crate) struct RawTable<L: Layout, G: Geometry = Flat> {
     buckets: Box<[L::Word]>,
     stripes: Box<[AtomicU64]>,
-    num_buckets: u64,
+    geometry: G,
     stripe_mask: usize,
     max_path_len: usize,
     /// 0: breadth-first path search; otherwise the kicks a random-walk search may take.
@@ -95,16 +96,51 @@ impl<L: Layout> RawTable<L> {
     ///
     /// Returns `None` if the bucket array cannot be allocated.
     pub(crate) fn new(num_buckets: usize, max_path_len: usize) -> Option<Self> {
-        let stripes = num_buckets.next_power_of_two().min(MAX_STRIPES);
-        Self::with_stripes(num_buckets, stripes, max_path_len)
+        Self::with_geometry(
+            Flat {
+                buckets: num_buckets as u64,
+            },
+            max_path_len,
+        )
     }
 
     /// A table with an explicit (power-of-two) stripe count, for tests of stripe sharing.
+    #[cfg(test)]
     pub(crate) fn with_stripes(
         num_buckets: usize,
         stripes: usize,
         max_path_len: usize,
     ) -> Option<Self> {
+        let geometry = Flat {
+            buckets: num_buckets as u64,
+        };
+        Self::with_geometry_and_stripes(geometry, stripes, max_path_len)
+    }
+}
+
+impl<L: Layout> RawTable<L, Nested> {
+    /// A nested table of `base << shift` empty buckets over a base table of `base` buckets.
+    pub(crate) fn nested(base: usize, shift: u32, max_path_len: usize) -> Option<Self> {
+        let geometry = Nested {
+            base: base as u64,
+            shift,
+        };
+        Self::with_geometry(geometry, max_path_len)
+    }
+}
+
+impl<L: Layout, G: Geometry> RawTable<L, G> {
+    /// A table of `geometry.buckets()` empty buckets (`1..=2^32`), with as many stripes as
+    /// buckets rounded up to a power of two, at most [`MAX_STRIPES`].
+    fn with_geometry(geometry: G, max_path_len: usize) -> Option<Self> {
+        let stripes = (geometry.buckets() as usize)
+            .next_power_of_two()
+            .min(MAX_STRIPES);
+        Self::with_geometry_and_stripes(geometry, stripes, max_path_len)
+    }
+
+    fn with_geometry_and_stripes(geometry: G, stripes: usize, max_path_len: usize) -> Option<Self> {
+        let num_buckets = geometry.buckets() as usize;
         assert!(num_buckets >= 1 && num_buckets as u64 <= 1u64 << 32);
         assert!(stripes.is_power_of_two());
         assert!(
@@ -118,7 +154,7 @@ impl<L: Layout> RawTable<L> {
         Some(RawTable {
             buckets: buckets.into_boxed_slice(),
             stripes: (0..stripes).map(|_| AtomicU64::new(0)).collect(),
-            num_buckets: num_buckets as u64,
+            geometry,
             stripe_mask: stripes - 1,
             max_path_len,
             random_walk_kicks: 0,
@@ -143,14 +179,14 @@ impl<L: Layout> RawTable<L> {
     #[inline(always)]
     pub(crate) fn probe(&self, hash: u64) -> Probe {
         let fp = fingerprint::<L>(hash);
-        let primary = primary_index(hash, self.num_buckets);
+        let primary = self.geometry.primary(hash);
         self.probe_at(primary as usize, fp)
     }
 
     /// The probe of fingerprint `fp` whose primary bucket is `primary`.
     #[inline(always)]
     pub(crate) fn probe_at(&self, primary: usize, fp: u64) -> Probe {
-        let alternate = alternate_index(primary as u64, fp, self.num_buckets) as usize;
+        let alternate = self.geometry.alternate(primary as u64, fp) as usize;
         Probe {
             primary,
             alternate,

@@ -20,11 +20,10 @@
 //! hop is refused and the insert searches again; hops already made stay valid, since each only
 //! moved a fingerprint to the other bucket of its own pair.
 
+use super::geometry::Geometry;
 use super::stripe::PairLock;
 use super::{Probe, RawTable};
-use crate::fingerprint::{
-    alternate_index, empty_lanes, first_lane, lane, with_lane, Layout, SLOTS,
-};
+use crate::fingerprint::{empty_lanes, first_lane, lane, with_lane, Layout, SLOTS};
 use crate::sync::Ordering;
 
 /// The longest cuckoo path an insert may search, in buckets: the bound on the builder's
@@ -72,7 +71,7 @@ fn queue_bound(len: usize) -> usize {
     2 * (0..len).map(|d| SLOTS.pow(d as u32)).sum::<usize>()
 }
 
-impl<L: Layout> RawTable<L> {
+impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// Searches for the shortest cuckoo path from `p`'s buckets to a free slot.
     ///
     /// Reads bucket words without locks and stores nothing; the path is only a proposal,
@@ -105,7 +104,7 @@ impl<L: Layout> RawTable<L> {
             if usize::from(node.depth) + 1 < self.max_path_len {
                 for slot in 0..SLOTS {
                     let fp = lane::<L>(word, slot);
-                    let child = alternate_index(bucket as u64, fp, self.num_buckets) as usize;
+                    let child = self.geometry.alternate(bucket as u64, fp) as usize;
                     // A fingerprint whose two buckets coincide cannot make room.
                     if fp == 0 || child == bucket {
                         continue;
@@ -181,7 +180,7 @@ impl<L: Layout> RawTable<L> {
             }
             let slot = (next() % SLOTS as u64) as usize;
             let fp = lane::<L>(word, slot);
-            let to = alternate_index(bucket as u64, fp, self.num_buckets) as usize;
+            let to = self.geometry.alternate(bucket as u64, fp) as usize;
             if fp == 0 || to == bucket {
                 // Cannot make room; the step counts as a kick, so the loop stays bounded.
                 continue;
@@ -263,7 +262,7 @@ impl<L: Layout> RawTable<L> {
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests {
     use super::*;
-    use crate::fingerprint::Fp16;
+    use crate::fingerprint::{alternate_index, Fp16};
 
     /// A fingerprint whose alternate of bucket `from` is `to` in a table of `m` buckets.
     fn fp_linking(from: usize, to: usize, m: usize) -> u64 {

@@ -4,6 +4,7 @@
 
 use std::hash::{BuildHasher, Hash};
 
+use super::geometry::Nested;
 use super::{InsertFailure, Inserted, Probe, RawTable};
 use crate::fingerprint::{Fp16, Fp8, Layout};
 use crate::stats::Stats;
@@ -11,11 +12,14 @@ use crate::stats::Stats;
 /// Keys hashed and prefetched ahead of probing in [`Table::contains_many`].
 const BATCH: usize = 16;
 
-/// The table of one fingerprint width.
+/// The table of one fingerprint width: flat (a filter's base table) or nested (a table growth
+/// added; see `geometry`).
 #[derive(Debug)]
 pub(crate) enum Table {
     Fp8(RawTable<Fp8>),
     Fp16(RawTable<Fp16>),
+    Fp8Nested(RawTable<Fp8, Nested>),
+    Fp16Nested(RawTable<Fp16, Nested>),
 }
 
 /// Runs `$body` with `$t` bound to the table of whichever width `$table` has.
@@ -24,6 +28,8 @@ macro_rules! with_table {
         match $table {
             Table::Fp8($t) => $body,
             Table::Fp16($t) => $body,
+            Table::Fp8Nested($t) => $body,
+            Table::Fp16Nested($t) => $body,
         }
     };
 }
@@ -73,15 +79,19 @@ impl Table {
         with_table!(self, t => t.insert_while(t.probe(hash), unique, still_newest))
     }
 
-    /// An empty table like this one (width, path length, displacement) of `buckets` buckets;
-    /// `None` if they cannot be allocated.
-    pub(crate) fn new_like(&self, buckets: usize) -> Option<Self> {
-        Table::new(
-            self.fingerprint_bits(),
-            buckets,
+    /// An empty nested table over this (flat) one, with `2^shift` sub-buckets per bucket and
+    /// the same width, path length and displacement; `None` if it cannot be allocated.
+    pub(crate) fn nested(&self, shift: u32) -> Option<Self> {
+        let (base, len, kicks) = (
+            self.num_buckets(),
             self.max_path_len(),
             self.random_walk_kicks(),
-        )
+        );
+        if self.fingerprint_bits() == Fp8::BITS {
+            RawTable::nested(base, shift, len).map(|t| Table::Fp8Nested(t.with_random_walk(kicks)))
+        } else {
+            RawTable::nested(base, shift, len).map(|t| Table::Fp16Nested(t.with_random_walk(kicks)))
+        }
     }
 
     #[inline]
@@ -124,8 +134,8 @@ impl Table {
 
     pub(crate) fn fingerprint_bits(&self) -> u32 {
         match self {
-            Table::Fp8(_) => Fp8::BITS,
-            Table::Fp16(_) => Fp16::BITS,
+            Table::Fp8(_) | Table::Fp8Nested(_) => Fp8::BITS,
+            Table::Fp16(_) | Table::Fp16Nested(_) => Fp16::BITS,
         }
     }
 

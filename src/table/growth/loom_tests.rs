@@ -12,8 +12,12 @@ use super::super::loom_tests::{explore, Census};
 use super::{GrowFailure, Tables};
 use crate::table::{Inserted, Table};
 
-/// The key whose copies the models move about (fingerprint 7).
+/// The key whose copies the models move about (fingerprint 7, sub-bucket 0).
 const K: u64 = 0x0000_0001_0000_0007;
+
+/// A key with `K`'s fingerprint and base bucket and the other sub-bucket of a two-bucket grown
+/// table (their pairs there differ when the fingerprint's sub-bucket offset is even).
+const K2: u64 = 0x0000_0001_0001_0007;
 
 /// A key with fingerprint `fp` (1 to 6: none collides with `K` or another filler).
 fn filler(fp: u64) -> u64 {
@@ -24,7 +28,7 @@ fn filler(fp: u64) -> u64 {
 /// A filter of one one-bucket base table that may add `max_steps` tables, doubling.
 fn tables(max_steps: usize) -> Arc<Tables> {
     let base = Table::new(16, 1, 1, 0).expect("a tiny table");
-    Arc::new(Tables::new(base, 2, max_steps))
+    Arc::new(Tables::new(base, 1, max_steps))
 }
 
 /// Runs `f` on a spawned loom thread with the shared tables.
@@ -36,171 +40,100 @@ fn spawn<T: Send + 'static>(
     thread::spawn(move || f(&t))
 }
 
-/// A lookup: the real one, or a broken variant of \[G4\].
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Lookup {
-    Correct,
-    /// Loads `grown` once, before the base table.
-    LoadingOnce,
-    /// Loads `grown` after the base table, but never again.
-    WithoutReload,
-}
-
-impl Lookup {
-    /// Which table answered "present", if any.
-    fn find(self, t: &Tables, hash: u64) -> Option<usize> {
-        match self {
-            Lookup::Correct => {
-                let found = t.find(hash);
-                assert_eq!(found.is_some(), t.contains(hash));
-                found
-            }
-            Lookup::LoadingOnce => t.contains_loading_once(hash).then_some(usize::MAX),
-            Lookup::WithoutReload => t.contains_without_reload(hash).then_some(usize::MAX),
-        }
-    }
-}
-
-/// A writer grows the filter, puts a second copy of `K` into the new table and removes one
-/// (the first in table order: the base table's). The copy moves from the base table to the
-/// grown one; a concurrent lookup of `K` must find it. The lookup must load `grown` after
-/// reading the base table: loaded before, it can miss both the new table and the copy that
-/// left the base table.
-fn net_move_into_new_table(lookup: Lookup, census: Census) {
+/// A stale writer loaded `grown` before another thread grew the filter, so its insert of `K`
+/// lands in the base table; it then removes `K`, and \[G3\] takes the copy the other thread
+/// put into the new table (the newest match). The other thread, `G`, grew, inserted `K` and
+/// then looks `K` up (`remove_after`: removes it); the writer's copy in the base table stands in
+/// for `G`'s. A lookup or remove reading the base table first can read it before the writer's
+/// put and the new table after its take.
+fn stale_put_then_take(remove_after: bool, oldest_first: bool, census: Census) {
     let t = tables(1);
-    assert_eq!(t.insert(K, false), Ok(Inserted::Added));
     let writer = spawn(&t, |t| {
+        assert_eq!(t.insert(K, false), Ok(Inserted::Added));
+        assert!(
+            t.remove(K),
+            "the writer missed a copy of a key its own thread inserted"
+        );
+    });
+    let grower = spawn(&t, move |t| {
         t.grow(0).unwrap();
         assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-        assert!(t.remove(K));
-    });
-    let reader = spawn(&t, move |t| lookup.find(t, K));
-    writer.join().unwrap();
-    let found = reader.join().unwrap();
-    assert!(found.is_some(), "a lookup missed a key moved into a new table");
-    census.saw(found == Some(1));
-    assert_eq!(t.count(K), 1);
-}
-
-#[test]
-fn loom_growth_net_move_into_new_table() {
-    explore("a lookup that found K in the new table", |census| {
-        net_move_into_new_table(Lookup::Correct, census)
-    });
-}
-
-#[test]
-#[should_panic(expected = "missed a key moved into a new table")]
-fn loom_growth_net_move_control_loading_once() {
-    loom::model(|| net_move_into_new_table(Lookup::LoadingOnce, Census::default()));
-}
-
-/// As `net_move_into_new_table`, one level up: `K` is in the first grown table, and the writer
-/// adds a second, puts `K` there and removes the first grown table's copy. A lookup that
-/// loaded `grown` when only one grown table existed must load it again after missing there.
-fn net_move_after_load(lookup: Lookup, census: Census) {
-    let t = tables(2);
-    t.grow(0).unwrap();
-    assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-    let writer = spawn(&t, |t| {
-        t.grow(1).unwrap();
-        assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-        assert!(t.remove(K));
-    });
-    let reader = spawn(&t, move |t| lookup.find(t, K));
-    writer.join().unwrap();
-    let found = reader.join().unwrap();
-    assert!(found.is_some(), "a lookup missed a key moved into a newer table");
-    census.saw(found == Some(2));
-}
-
-#[test]
-fn loom_growth_lookup_reloads_after_miss() {
-    explore("a lookup that found K in the newest table", |census| {
-        net_move_after_load(Lookup::Correct, census)
-    });
-}
-
-#[test]
-#[should_panic(expected = "missed a key moved into a newer table")]
-fn loom_growth_lookup_reload_control_without_reload() {
-    loom::model(|| net_move_after_load(Lookup::WithoutReload, Census::default()));
-}
-
-/// A remove racing the same net move as `net_move_into_new_table`: two copies of `K` were
-/// inserted (one before, one by the writer) and two removes run, so each must find one. A
-/// remove that loads `grown` before scanning the base table can miss both.
-fn remove_races_growth(loading_once: bool) {
-    let t = tables(1);
-    assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-    let writer = spawn(&t, |t| {
-        t.grow(0).unwrap();
-        assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-        assert!(t.remove(K));
-    });
-    let remover = spawn(&t, move |t| {
-        if loading_once {
-            t.remove_loading_once(K)
-        } else {
-            t.remove(K)
+        match (remove_after, oldest_first) {
+            (false, false) => t.find(K),
+            (false, true) => t.contains_oldest_first(K).then_some(usize::MAX),
+            (true, false) => t.remove(K).then_some(usize::MAX),
+            (true, true) => t.remove_oldest_first(K).then_some(usize::MAX),
         }
-    });
-    writer.join().unwrap();
-    assert!(remover.join().unwrap(), "a remove missed a copy moved into a new table");
-    assert_eq!(t.count(K), 0);
-    assert_eq!(t.len(), 0);
-}
-
-#[test]
-fn loom_growth_remove_races_growth() {
-    loom::model(|| remove_races_growth(false));
-}
-
-#[test]
-#[should_panic(expected = "a remove missed a copy")]
-fn loom_growth_remove_control_loading_once() {
-    loom::model(|| remove_races_growth(true));
-}
-
-/// \[G3\]'s order. A writer loaded `grown` before another grew the filter, so its insert of
-/// `K` lands in the base table; it then removes `K`. Meanwhile the grower inserted `K` into the
-/// new table and looks it up. The remove must take the writer's own copy from the base table
-/// (the first in table order): taking the grower's copy from the newer table moves a copy
-/// backwards, and the grower's lookup can read the base table before the put and the new
-/// table after the take.
-fn remove_order(newest_first: bool, census: Census) {
-    let t = tables(1);
-    let writer = spawn(&t, move |t| {
-        assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-        if newest_first {
-            assert!(t.remove_newest_first(K));
-        } else {
-            assert!(t.remove(K));
-        }
-    });
-    let grower = spawn(&t, |t| {
-        t.grow(0).unwrap();
-        assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-        t.find(K)
     });
     writer.join().unwrap();
     let found = grower.join().unwrap();
-    assert!(found.is_some(), "a lookup missed a key its own thread inserted");
-    census.saw(found == Some(1));
-    assert_eq!(t.count(K), 1);
+    assert!(
+        found.is_some(),
+        "missed a copy of a key its own thread inserted"
+    );
+    // The writer's copy answered: it took the grower's.
+    census.saw(found == Some(0));
+    assert_eq!(t.count(K), usize::from(!remove_after));
 }
 
 #[test]
-fn loom_growth_remove_takes_first_in_table_order() {
-    explore("the grower's lookup finding its copy in the new table", |census| {
-        remove_order(false, census)
+fn loom_growth_lookup_reads_newest_first() {
+    explore("a lookup answered by the stale writer's copy", |census| {
+        stale_put_then_take(false, false, census)
     });
 }
 
 #[test]
-#[should_panic(expected = "missed a key its own thread inserted")]
-fn loom_growth_remove_order_control_newest_first() {
-    loom::model(|| remove_order(true, Census::default()));
+#[should_panic(expected = "missed a copy of a key its own thread inserted")]
+fn loom_growth_lookup_control_oldest_first() {
+    loom::model(|| stale_put_then_take(false, true, Census::default()));
+}
+
+#[test]
+fn loom_growth_remove_scans_newest_first() {
+    loom::model(|| stale_put_then_take(true, false, Census::default()));
+}
+
+#[test]
+#[should_panic(expected = "missed a copy of a key its own thread inserted")]
+fn loom_growth_remove_control_oldest_first() {
+    loom::model(|| stale_put_then_take(true, true, Census::default()));
+}
+
+/// Invariant (b): `K2` shares `K`'s fingerprint and base bucket but not its buckets in the grown
+/// table. With `K` in the base table and `K2` in the grown one, removing `K2` must take `K2`'s
+/// copy (the newest match), never `K`'s, while a lookup of `K` runs.
+fn remove_takes_its_own_class(oldest_first: bool) {
+    let t = tables(1);
+    assert_eq!(t.insert(K, false), Ok(Inserted::Added));
+    t.grow(0).unwrap();
+    assert_eq!(t.insert(K2, false), Ok(Inserted::Added));
+    assert_eq!(
+        t.count(K),
+        1,
+        "K2 must not share K's buckets in the grown table"
+    );
+    let remover = spawn(&t, move |t| {
+        if oldest_first {
+            t.remove_oldest_first(K2)
+        } else {
+            t.remove(K2)
+        }
+    });
+    let reader = spawn(&t, |t| t.contains(K));
+    assert!(remover.join().unwrap());
+    assert!(reader.join().unwrap(), "a remove of K2 took K's copy");
+}
+
+#[test]
+fn loom_growth_remove_takes_the_newest_match() {
+    loom::model(|| remove_takes_its_own_class(false));
+}
+
+#[test]
+#[should_panic(expected = "took K's copy")]
+fn loom_growth_remove_newest_match_control_oldest_first() {
+    loom::model(|| remove_takes_its_own_class(true));
 }
 
 /// Two inserts find the full base table at once and both grow \[G1\] \[G2\]. Neither key is
@@ -222,7 +155,11 @@ fn inserts_race_growth(grow: fn(&Tables, usize) -> Result<(), GrowFailure>) {
     b.join().unwrap();
     assert!((1..=6).all(|fp| t.contains(filler(fp))));
     assert_eq!(t.len(), 6);
-    assert_eq!(t.growth_steps(), 1, "racing inserts added more than one table");
+    assert_eq!(
+        t.growth_steps(),
+        1,
+        "racing inserts added more than one table"
+    );
 }
 
 #[test]
