@@ -628,6 +628,28 @@ fn a_warm_up_from_another_thread_is_refused_while_one_runs() {
 }
 
 #[test]
+fn a_growing_filter_takes_any_number_of_creates() {
+    let guard = CacheGuard::new(
+        CuckooFilter::with_capacity(100),
+        MemoryStore::<u64, u64>::new(),
+    );
+    warm(&guard);
+    for k in 0..20_000 {
+        guard.put(&k, &k).expect("a create was refused");
+    }
+    let stats = guard.stats();
+    assert_eq!(stats.creates, 20_000);
+    assert_eq!(stats.writes_refused, 0);
+    assert!(stats.filter_growth_steps >= 7, "{stats:?}");
+    assert!((0..20_000).all(|k| guard.get(&k).unwrap() == Some(k)));
+    assert!((20_000..40_000).all(|k| guard.get(&k).unwrap().is_none()));
+    assert!(
+        guard.stats().blocked > 19_000,
+        "the grown filter still blocks absent keys"
+    );
+}
+
+#[test]
 fn a_full_filter_refuses_creates_before_touching_the_store() {
     let guard = CacheGuard::new(fixed_filter(50), MemoryStore::<u64, u64>::new());
     warm(&guard);

@@ -253,6 +253,7 @@ impl<H: BuildHasher> GuardCore<H> {
             filter_capacity: self.filter.capacity(),
             filter_load_factor: self.filter.load_factor(),
             filter_memory_bytes: self.filter.memory_usage(),
+            filter_growth_steps: self.filter.stats().growth_steps,
         }
     }
 }

@@ -217,6 +217,9 @@ pub struct GuardStats {
     pub filter_load_factor: f64,
     /// Heap bytes of the filter.
     pub filter_memory_bytes: usize,
+    /// Tables the filter added because a create found no room (see
+    /// [`Growth`](crate::Growth)); each adds about one configured false-positive rate.
+    pub filter_growth_steps: usize,
 }
 
 /// Progress of a warm-up, passed to its callback after each page.
