@@ -162,7 +162,10 @@ impl<S: BuildHasher> CuckooFilter<S> {
         key: &K,
         unique: bool,
     ) -> Result<Inserted, InsertError> {
-        let hash = self.hash(key);
+        self.insert_hashed(self.hash(key), unique)
+    }
+
+    fn insert_hashed(&self, hash: u64, unique: bool) -> Result<Inserted, InsertError> {
         let result = self.tables.insert(hash, unique);
         result.map_err(|failure| match failure {
             GrowingInsertFailure::Full(GrowFailure::Limit) => InsertError::Full {
@@ -174,6 +177,23 @@ impl<S: BuildHasher> CuckooFilter<S> {
             }
             GrowingInsertFailure::Contended => InsertError::Contended,
         })
+    }
+
+    /// The hash the filter files `key` under: a key's copies can be inserted later with
+    /// [`insert_hash`](Self::insert_hash), into this filter or one built with the same
+    /// hasher, without the key itself.
+    pub(crate) fn hash_key<K: Hash + ?Sized>(&self, key: &K) -> u64 {
+        self.hash(key)
+    }
+
+    /// [`insert`](Self::insert) of a key given by its [`hash_key`](Self::hash_key).
+    pub(crate) fn insert_hash(&self, hash: u64) -> Result<(), InsertError> {
+        self.insert_hashed(hash, false).map(|_| ())
+    }
+
+    /// [`remove`](Self::remove) of a key given by its [`hash_key`](Self::hash_key).
+    pub(crate) fn remove_hash(&self, hash: u64) -> bool {
+        self.tables.remove(hash)
     }
 
     /// Whether `key` may be in the filter.
@@ -277,6 +297,22 @@ impl<S: BuildHasher> CuckooFilter<S> {
     pub fn count<K: Hash + ?Sized>(&self, key: &K) -> usize {
         let hash = self.hash(key);
         self.tables.count(hash)
+    }
+}
+
+impl<S: BuildHasher + Clone> CuckooFilter<S> {
+    /// An empty filter for `capacity` keys configured as this one (width, path length,
+    /// displacement, growth) and hashing as this one, so hashes from
+    /// [`hash_key`](Self::hash_key) carry over.
+    pub(crate) fn sibling(&self, capacity: usize) -> Result<Self, BuildError> {
+        Builder::new()
+            .hasher(self.hash_builder.clone())
+            .capacity(capacity.max(1))
+            .fingerprint_bits(self.fingerprint_bits())
+            .max_path_len(self.max_path_len())
+            .displacement(self.displacement())
+            .growth(self.growth())
+            .build()
     }
 }
 
@@ -508,6 +544,11 @@ impl<S> CuckooFilter<S> {
     /// ```
     pub fn stats(&self) -> Stats {
         self.tables.stats()
+    }
+
+    /// Tables added so far (one atomic load; [`stats`](Self::stats) sums every counter).
+    pub(crate) fn growth_steps(&self) -> usize {
+        self.tables.growth_steps()
     }
 
     /// The filter's hash builder.

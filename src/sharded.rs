@@ -57,6 +57,13 @@ pub(crate) fn bump(counter: &AtomicU64) {
     add(counter, 1);
 }
 
+/// Bumps a statistics counter and returns its new value (this shard's copy).
+#[inline]
+pub(crate) fn bump_and_get(counter: &AtomicU64) -> u64 {
+    // ORDERING: Relaxed; a statistic, publishes nothing.
+    counter.fetch_add(1, Ordering::Relaxed) + 1
+}
+
 /// Adds `by` to a statistics counter.
 #[inline]
 pub(crate) fn add(counter: &AtomicU64, by: u64) {

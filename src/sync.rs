@@ -11,11 +11,15 @@
 //! to build.
 
 #[cfg(cuckoo_loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(cuckoo_loom)]
 pub(crate) use loom::sync::Mutex;
 #[cfg(not(cuckoo_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(not(cuckoo_loom))]
 pub(crate) use std::sync::Mutex;
 
@@ -109,5 +113,145 @@ pub(crate) fn prefetch<T>(value: &T) {
     #[cfg(not(all(target_arch = "x86_64", not(cuckoo_loom))))]
     {
         let _ = value;
+    }
+}
+
+/// A value that readers load without locking and a writer replaces from time to time: a
+/// crossbeam-epoch `Atomic`, whose replaced values are freed only once every thread that was
+/// pinned when the replacement happened has unpinned.
+///
+/// Under loom it is a plain atomic pointer whose replaced values live until the cell drops:
+/// the models check the orderings of loads and replacements, not the reclamation, which is
+/// crossbeam-epoch's.
+#[cfg(not(cuckoo_loom))]
+pub(crate) struct Published<T> {
+    value: crossbeam_epoch::Atomic<T>,
+}
+
+/// A thread's pin: values loaded from a [`Published`] under it stay alive until it drops.
+/// Held for one guard call at most, never across a store call (it would keep every replaced
+/// value alive and stall reclamation for the whole process).
+#[cfg(not(cuckoo_loom))]
+pub(crate) struct Pin(crossbeam_epoch::Guard);
+
+/// Pins the calling thread (a full barrier on the first pin of a thread's nesting).
+#[cfg(not(cuckoo_loom))]
+#[inline]
+pub(crate) fn pin() -> Pin {
+    Pin(crossbeam_epoch::pin())
+}
+
+#[cfg(not(cuckoo_loom))]
+impl<T> Published<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Published {
+            value: crossbeam_epoch::Atomic::new(value),
+        }
+    }
+
+    /// The current value, alive as long as `pin`.
+    #[inline]
+    pub(crate) fn load<'p>(&'p self, order: Ordering, pin: &'p Pin) -> &'p T {
+        let shared = self.value.load(order, &pin.0);
+        // SAFETY: the pointer is never null (`new` and `replace` store owned values, nothing
+        // stores null); a value replaced after this load is destroyed through
+        // `defer_destroy`, which waits until `pin` (held for `'p`) is dropped, and the current
+        // one only when the cell drops, which cannot happen while it is borrowed for `'p`.
+        unsafe { shared.deref() }
+    }
+
+    /// Replaces the value; the old one is dropped once every thread pinned now has unpinned.
+    pub(crate) fn replace(&self, value: T, order: Ordering, pin: &Pin)
+    where
+        T: Send + 'static,
+    {
+        let old = self
+            .value
+            .swap(crossbeam_epoch::Owned::new(value), order, &pin.0);
+        // SAFETY: `old` was just unlinked by the swap, so no load that starts from now on can
+        // return it; loads that returned it earlier are pinned, and `defer_destroy` runs
+        // the drop only after they unpin. `T: Send` because the drop may run on another
+        // thread.
+        unsafe { pin.0.defer_destroy(old) };
+    }
+}
+
+impl<T> std::fmt::Debug for Published<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Published").finish_non_exhaustive()
+    }
+}
+
+#[cfg(not(cuckoo_loom))]
+impl<T> Drop for Published<T> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self` means no thread can load the value any more; the value is
+        // non-null and owned by this cell (replaced ones were handed to `defer_destroy`).
+        unsafe {
+            let current = self
+                .value
+                .load(Ordering::Relaxed, crossbeam_epoch::unprotected());
+            drop(current.into_owned());
+        }
+    }
+}
+
+#[cfg(cuckoo_loom)]
+pub(crate) struct Published<T> {
+    current: loom::sync::atomic::AtomicPtr<T>,
+    all: std::sync::Mutex<Vec<*mut T>>,
+}
+
+// SAFETY: the cell hands out shared references to `T` across threads and drops every `T`
+// on the thread that drops the cell: what `T: Send + Sync` permits.
+#[cfg(cuckoo_loom)]
+unsafe impl<T: Send + Sync> Sync for Published<T> {}
+// SAFETY: as above; the raw pointers are owned boxes.
+#[cfg(cuckoo_loom)]
+unsafe impl<T: Send + Sync> Send for Published<T> {}
+
+#[cfg(cuckoo_loom)]
+pub(crate) struct Pin;
+
+#[cfg(cuckoo_loom)]
+pub(crate) fn pin() -> Pin {
+    Pin
+}
+
+#[cfg(cuckoo_loom)]
+impl<T> Published<T> {
+    pub(crate) fn new(value: T) -> Self {
+        let raw = Box::into_raw(Box::new(value));
+        Published {
+            current: loom::sync::atomic::AtomicPtr::new(raw),
+            all: std::sync::Mutex::new(vec![raw]),
+        }
+    }
+
+    pub(crate) fn load<'p>(&'p self, order: Ordering, _pin: &'p Pin) -> &'p T {
+        let raw = self.current.load(order);
+        // SAFETY: every pointer stored came from `Box::into_raw` and is freed only when the
+        // cell drops, which cannot happen while `self` is borrowed for `'p`.
+        unsafe { &*raw }
+    }
+
+    pub(crate) fn replace(&self, value: T, order: Ordering, _pin: &Pin)
+    where
+        T: Send + 'static,
+    {
+        let raw = Box::into_raw(Box::new(value));
+        self.all.lock().unwrap().push(raw);
+        self.current.store(raw, order);
+    }
+}
+
+#[cfg(cuckoo_loom)]
+impl<T> Drop for Published<T> {
+    fn drop(&mut self) {
+        for raw in self.all.lock().unwrap().drain(..) {
+            // SAFETY: each pointer came from `Box::into_raw` once and is freed once, here,
+            // when no thread can load from the cell any more.
+            drop(unsafe { Box::from_raw(raw) });
+        }
     }
 }

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, Weak};
 
 use cuckoo_guard::guard::{
-    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, ScanPage, Store,
-    WarmUpProgress, Written,
+    AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardError, MemoryStore, RebuildPolicy,
+    ScanPage, Store, WarmUpProgress, Written,
 };
 use cuckoo_guard::{CuckooFilter, Growth};
 use tokio::sync::Notify;
@@ -386,7 +386,7 @@ trait Warming {
         progress: impl FnMut(WarmUpProgress) + Send,
     ) -> Result<WarmUpProgress, GuardError<Injected>>;
     fn warming(&self) -> bool;
-    fn guarded(&self) -> (&CuckooFilter, &Faulty);
+    fn guarded(&self) -> (FilterRef, &Faulty);
 }
 
 impl Warming for CacheGuard<Faulty> {
@@ -400,7 +400,7 @@ impl Warming for CacheGuard<Faulty> {
     fn warming(&self) -> bool {
         self.is_warming()
     }
-    fn guarded(&self) -> (&CuckooFilter, &Faulty) {
+    fn guarded(&self) -> (FilterRef, &Faulty) {
         (self.filter(), self.store())
     }
 }
@@ -419,7 +419,7 @@ impl Warming for AsyncCacheGuard<Blocking<Faulty>> {
     fn warming(&self) -> bool {
         self.is_warming()
     }
-    fn guarded(&self) -> (&CuckooFilter, &Faulty) {
+    fn guarded(&self) -> (FilterRef, &Faulty) {
         (self.filter(), &self.store().0)
     }
 }
@@ -629,9 +629,11 @@ fn a_warm_up_from_another_thread_is_refused_while_one_runs() {
 
 #[test]
 fn a_growing_filter_takes_any_number_of_creates() {
-    let guard = CacheGuard::new(
+    // No rebuilds: growth alone keeps every create.
+    let guard = CacheGuard::with_policy(
         CuckooFilter::with_capacity(100),
         MemoryStore::<u64, u64>::new(),
+        RebuildPolicy::manual(),
     );
     warm(&guard);
     for k in 0..20_000 {

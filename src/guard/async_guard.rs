@@ -2,12 +2,17 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::Arc;
+#[cfg(feature = "tokio")]
+use std::time::Duration;
 
 use ahash::RandomState;
 
-use super::core::{Admission, GuardCore, Step, WarmUp};
+use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
 use super::store::{AsyncStore, Written};
-use super::{GuardError, GuardStats, WarmUpProgress};
+use super::{
+    FilterRef, GuardError, GuardStats, RebuildPolicy, RebuildReason, RebuildReport, WarmUpProgress,
+};
 use crate::CuckooFilter;
 
 /// A [`CuckooFilter`] in front of an [`AsyncStore`], kept in sync by the same
@@ -15,7 +20,11 @@ use crate::CuckooFilter;
 ///
 /// The filter is consulted synchronously (it never blocks or parks), so lookups that the
 /// filter blocks complete without awaiting anything. The futures are `Send` when the store's
-/// are; nothing is held across an `.await` but the store call itself.
+/// are; nothing is held across an `.await` but the store call itself. Clones share one guard.
+///
+/// Automatic rebuilds (see [`RebuildPolicy`]) run as tokio tasks when the crate's `tokio`
+/// feature is on and the write that triggers one runs inside a tokio runtime; otherwise call
+/// [`rebuild`](Self::rebuild) yourself (the stats show when the filter has grown).
 ///
 /// # Examples
 ///
@@ -30,12 +39,30 @@ use crate::CuckooFilter;
 /// # let _ = handler(&guard, 1);
 /// ```
 pub struct AsyncCacheGuard<St: AsyncStore, H = RandomState> {
+    inner: Arc<Inner<St, H>>,
+}
+
+struct Inner<St: AsyncStore, H> {
     core: GuardCore<H>,
     store: St,
     warm_up: WarmUp<St::Cursor>,
+    /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
+    spawn: fn(&Arc<Inner<St, H>>, RebuildReason),
 }
 
-impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
+impl<St: AsyncStore, H> Clone for AsyncCacheGuard<St, H> {
+    fn clone(&self) -> Self {
+        AsyncCacheGuard {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<St, H> AsyncCacheGuard<St, H>
+where
+    St: AsyncStore + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
     /// A guard over `store` with `filter`, warming; see [`CacheGuard::new`](super::CacheGuard::new).
     ///
     /// # Examples
@@ -48,11 +75,54 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert!(guard.is_warming());
     /// ```
     pub fn new(filter: CuckooFilter<H>, store: St) -> Self {
+        Self::with_policy(filter, store, RebuildPolicy::default())
+    }
+
+    /// As [`CacheGuard::with_policy`](super::CacheGuard::with_policy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore, RebuildPolicy};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = AsyncCacheGuard::with_policy(
+    ///     CuckooFilter::with_capacity(10),
+    ///     MemoryStore::<u8, u8>::new(),
+    ///     RebuildPolicy::manual(),
+    /// );
+    /// assert!(!guard.policy().is_automatic());
+    /// ```
+    pub fn with_policy(filter: CuckooFilter<H>, store: St, policy: RebuildPolicy) -> Self {
         AsyncCacheGuard {
-            core: GuardCore::new(filter),
-            store,
-            warm_up: WarmUp::new(),
+            inner: Arc::new(Inner {
+                core: GuardCore::new(filter, policy),
+                store,
+                warm_up: WarmUp::new(),
+                spawn: spawn_rebuild::<St, H>,
+            }),
         }
+    }
+}
+
+impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
+    fn core(&self) -> &GuardCore<H> {
+        &self.inner.core
+    }
+
+    /// As [`CacheGuard::policy`](super::CacheGuard::policy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// assert!(guard.policy().is_automatic());
+    /// ```
+    pub fn policy(&self) -> &RebuildPolicy {
+        self.core().policy()
     }
 
     /// As [`CacheGuard::get`](super::CacheGuard::get).
@@ -71,12 +141,12 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// }
     /// ```
     pub async fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>> {
-        let admission = self.core.admit(key);
+        let admission = self.core().admit(key);
         if admission == Admission::Blocked {
             return Ok(None);
         }
-        let result = self.store.get(key).await;
-        self.core.observe_get(admission, &result);
+        let result = self.inner.store.get(key).await;
+        self.core().observe_get(admission, &result);
         result.map_err(GuardError::Store)
     }
 
@@ -92,7 +162,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert!(guard.may_contain(&1)); // warming
     /// ```
     pub fn may_contain(&self, key: &St::Key) -> bool {
-        !self.core.is_ready() || self.core.filter.contains(key)
+        !self.core().is_ready() || self.core().filter_contains(key)
     }
 
     /// As [`CacheGuard::put`](super::CacheGuard::put).
@@ -116,11 +186,14 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         key: &St::Key,
         value: &St::Value,
     ) -> Result<Written, GuardError<St::Error>> {
-        self.core.begin_put(key)?;
-        // If this future is dropped while the store call runs, the copy stays: the write may
-        // or may not happen, and a stale copy is the safe side (rule 4).
-        let result = self.store.put(key, value).await;
-        self.core.end_put(key, &result, St::write_outcome_unknown);
+        let ticket = self.core().begin_put(key)?;
+        // If this future is dropped while the store call runs, the ticket's drop keeps the
+        // copies and records the key as an orphan: the write may still land (rule 4, [R1]).
+        let result = self.inner.store.put(key, value).await;
+        let trigger = self
+            .core()
+            .end_put(ticket, &result, St::write_outcome_unknown);
+        self.spawn_rebuild(trigger);
         result.map_err(GuardError::Store)
     }
 
@@ -139,11 +212,12 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// }
     /// ```
     pub async fn delete(&self, key: &St::Key) -> Result<bool, GuardError<St::Error>> {
-        let ticket = self.core.begin_delete();
+        let ticket = self.core().begin_delete();
         // If this future is dropped while the store call runs, nothing is removed from the
         // filter: at worst a stale copy (rule 2 and 4).
-        let result = self.store.delete(key).await;
-        self.core.end_delete(key, ticket, &result);
+        let result = self.inner.store.delete(key).await;
+        let trigger = self.core().end_delete(key, ticket, &result);
+        self.spawn_rebuild(trigger);
         result.map_err(GuardError::Store)
     }
 
@@ -172,18 +246,31 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         page_size: usize,
         mut progress: impl FnMut(WarmUpProgress) + Send,
     ) -> Result<WarmUpProgress, GuardError<St::Error>> {
-        let mut turn = self.warm_up.begin(&self.core)?;
+        let mut turn = self.inner.warm_up.begin(self.core())?;
         loop {
             let cursor = match turn.next() {
                 Step::Scan(cursor) => cursor,
-                Step::Done(done) => return Ok(done),
+                Step::Done(done) => {
+                    drop(turn);
+                    // A filter that grew while loading the store is rebuilt to fit it.
+                    self.spawn_rebuild(self.core().after_write());
+                    return Ok(done);
+                }
             };
             let page = self
+                .inner
                 .store
                 .scan_keys(cursor, page_size.max(1))
                 .await
                 .map_err(GuardError::Store)?;
             progress(turn.load(page)?);
+        }
+    }
+
+    /// Starts an automatic rebuild in the background, if `trigger` claimed one.
+    fn spawn_rebuild(&self, trigger: Option<RebuildReason>) {
+        if let Some(reason) = trigger {
+            (self.inner.spawn)(&self.inner, reason);
         }
     }
 
@@ -199,7 +286,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert!(guard.is_warming());
     /// ```
     pub fn is_warming(&self) -> bool {
-        !self.core.is_ready()
+        !self.core().is_ready()
     }
 
     /// As [`CacheGuard::stats`](super::CacheGuard::stats).
@@ -214,7 +301,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert_eq!(guard.stats().lookups, 0);
     /// ```
     pub fn stats(&self) -> GuardStats {
-        self.core.stats()
+        self.core().stats()
     }
 
     /// As [`CacheGuard::filter`](super::CacheGuard::filter).
@@ -228,8 +315,8 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
     /// assert!(guard.filter().is_empty());
     /// ```
-    pub fn filter(&self) -> &CuckooFilter<H> {
-        &self.core.filter
+    pub fn filter(&self) -> FilterRef<H> {
+        self.core().filter()
     }
 
     /// As [`CacheGuard::store`](super::CacheGuard::store).
@@ -244,14 +331,121 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert!(guard.store().is_empty());
     /// ```
     pub fn store(&self) -> &St {
-        &self.store
+        &self.inner.store
     }
+}
+
+/// How long a rebuild waits between looks at the gate: the creates it waits for are store
+/// writes in flight.
+#[cfg(feature = "tokio")]
+const GATE_POLL: Duration = Duration::from_micros(200);
+
+/// Waits [`GATE_POLL`] on tokio's timer, or yields to the executor once without the `tokio`
+/// feature (the wait is as long as the store writes in flight).
+async fn gate_pause() {
+    #[cfg(feature = "tokio")]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        tokio::time::sleep(GATE_POLL).await;
+        return;
+    }
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}
+
+impl<St, H> Inner<St, H>
+where
+    St: AsyncStore,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
+    async fn rebuild(
+        &self,
+        claim: RebuildClaim<'_>,
+        reason: RebuildReason,
+    ) -> Result<RebuildReport, GuardError<St::Error>> {
+        let mut turn = self.core.begin_rebuild(claim, reason)?;
+        while !turn.poll_gate()? {
+            gate_pause().await;
+        }
+        let page_size = self.core.policy().page_size_value();
+        let mut cursor = None;
+        loop {
+            let page = match self.store.scan_keys(cursor.as_ref(), page_size).await {
+                Ok(page) => page,
+                Err(error) => {
+                    turn.fail(&error);
+                    return Err(GuardError::Store(error));
+                }
+            };
+            if let Err(error) = turn.load_page(&page.keys) {
+                turn.fail(&error);
+                return Err(error);
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(turn.finish()),
+            }
+        }
+    }
+}
+
+impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheGuard<St, H> {
+    /// As [`CacheGuard::rebuild`](super::CacheGuard::rebuild): rebuilds the filter from the
+    /// store while lookups and writes go on. The future does the scan; dropping it stops the
+    /// rebuild and keeps the current filter.
+    ///
+    /// # Errors
+    ///
+    /// As [`CacheGuard::rebuild`](super::CacheGuard::rebuild).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// async fn nightly(guard: &AsyncCacheGuard<MemoryStore<u64, String>>) {
+    ///     let report = guard.rebuild().await.unwrap();
+    ///     println!("{} keys in {:?}", report.keys_scanned, report.duration);
+    /// }
+    /// ```
+    pub async fn rebuild(&self) -> Result<RebuildReport, GuardError<St::Error>> {
+        let claim = self.core().claim().ok_or(GuardError::RebuildRunning)?;
+        self.inner.rebuild(claim, RebuildReason::Requested).await
+    }
+}
+
+/// Runs an automatic rebuild as a tokio task if a runtime is running (with the `tokio`
+/// feature); otherwise gives the claim back.
+fn spawn_rebuild<St, H>(inner: &Arc<Inner<St, H>>, reason: RebuildReason)
+where
+    St: AsyncStore + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
+    #[cfg(feature = "tokio")]
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let shared = Arc::clone(inner);
+        runtime.spawn(async move {
+            let claim = shared.core.adopt_claim();
+            // The outcome is in the stats (`rebuilds`, `rebuilds_failed`, the last error).
+            let _ = shared.rebuild(claim, reason).await;
+        });
+        return;
+    }
+    let _ = reason;
+    inner.core.rebuilds_release();
 }
 
 impl<St: AsyncStore, H> fmt::Debug for AsyncCacheGuard<St, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncCacheGuard")
-            .field("filter", &self.core.filter)
+            .field("filter", &self.inner.core.filter())
             .finish_non_exhaustive()
     }
 }

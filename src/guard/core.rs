@@ -1,22 +1,84 @@
-//! The consistency rules and the warm-up, written once for the sync and async guards.
+//! The consistency rules, the warm-up and the rebuild, written once for the sync and async
+//! guards.
 //!
 //! Each guard operation is "a decision here, a store call there, a decision here again"; this
 //! module holds the decisions and the counters, the guards hold the store calls. The warm-up's
-//! state machine is in [`warm_up`].
+//! state machine is in [`warm_up`], the rebuild's in [`rebuild`], the writer gate between
+//! creates and a rebuild's scan in [`gate`].
+//!
+//! # Filters and generations
+//!
+//! The guard's filters are published together in one [`Published`] cell: the *current*
+//! filter, which lookups ask, and while a rebuild is pending the *next* one, which the rebuild
+//! fills from the store. Each filter is a [`Generation`] with an id that grows with each
+//! rebuild, so a write that spans a store call knows afterwards which of the filters it finds
+//! are the ones it touched before. Every guard call pins for the filter loads of one step and
+//! never across a store call.
+//!
+//! - **[R1] A create** enters the gate, then loads the filters (`SeqCst`, in the gate's total
+//!   order) and inserts the key into the current filter and, if there is one, the next, before
+//!   its store write. After the write it removes the copies it added (an update, a definite
+//!   failure) only from those of its generations still published; then it leaves the gate.
+//!   A write whose outcome is unknown, or that never returned (a dropped future, a panic),
+//!   keeps its copies and records the key's hash as an *orphan*: the write may land at any
+//!   later time, after some rebuild's scan passed its key, so every rebuild inserts the
+//!   orphans into its next filter.
+//! - **[R2] A delete** notes the current generation before its store delete. After the store
+//!   confirmed, it removes a copy only from that generation and only if it is still current:
+//!   a filter whose scan had not finished when the delete began may never have received the
+//!   key, and removing "its" copy could take another key's (P10). Every other filter keeps a
+//!   stale copy, counted.
+//! - **[R3] A rebuild** publishes the next filter (`SeqCst`), flips the gate and waits until
+//!   every create that loaded the filters without the next one has left; then it inserts the
+//!   orphans, scans the store into the next filter and publishes it as the current one
+//!   (`SeqCst`), alone. A rebuild that stops before (a store error, a full filter, a dropped
+//!   future) publishes the current filter alone again.
+//!
+//! A key whose create returned before a lookup began is in the filter the lookup asks: the
+//! create inserted into the current filter it loaded, and into the next if there was one. If
+//! the lookup loads a later current filter, that is a next filter the create saw (it has the
+//! copy) or one whose scan started after the create's store write (the gate), so the scan
+//! inserted the key. Removals take only copies their own key put there ([R1], [R2]).
 
 use std::hash::{BuildHasher, Hash};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{GuardError, GuardStats, Written};
+use super::{FilterRef, GuardError, GuardStats, RebuildPolicy, Written};
 use crate::sharded::{bump, Sharded};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{pin, AtomicU32, AtomicU64, Ordering, Published};
 use crate::{CuckooFilter, InsertError};
 
+mod gate;
+pub(crate) mod rebuild;
 mod warm_up;
 
+use self::gate::Gate;
+pub(super) use self::rebuild::RebuildClaim;
+use self::rebuild::RebuildLog;
 pub(super) use self::warm_up::{Step, WarmUp};
 
 const WARMING: u32 = 0;
 const READY: u32 = 1;
+
+/// One filter of a guard, numbered: the first is 0, each rebuild's next one more.
+#[derive(Debug)]
+pub(crate) struct Generation<H> {
+    pub(crate) id: u64,
+    pub(crate) filter: CuckooFilter<H>,
+}
+
+/// The filters a guard call finds: the current one, and a rebuild's next one while pending.
+#[derive(Debug)]
+pub(crate) struct Filters<H> {
+    current: Arc<Generation<H>>,
+    next: Option<Arc<Generation<H>>>,
+}
+
+impl<H> Filters<H> {
+    fn both(&self) -> impl Iterator<Item = &Generation<H>> {
+        std::iter::once(&*self.current).chain(self.next.as_deref())
+    }
+}
 
 /// What the filter decided for a lookup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +91,41 @@ pub(super) enum Admission {
     Warming,
 }
 
-/// Taken before a store delete: whether the warm-up had finished when the delete began.
+/// Taken before a store delete: whether the warm-up had finished when the delete began, and
+/// the generation then current ([R2]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct DeleteTicket {
     ready_before: bool,
+    generation: u64,
+}
+
+/// A create between its filter inserts and its store write's end ([R1]): the gate phase it
+/// counts in, the generations it inserted into and the key's hash. Dropped without
+/// [`GuardCore::end_put`] (a dropped future, a panic in the store), it records an orphan.
+#[derive(Debug)]
+pub(super) struct PutTicket<'c, H> {
+    core: &'c GuardCore<H>,
+    phase: usize,
+    current: u64,
+    next: Option<u64>,
+    hash: u64,
+    ended: bool,
+}
+
+impl<H> PutTicket<'_, H> {
+    fn inserted_into(&self, id: u64) -> bool {
+        id == self.current || Some(id) == self.next
+    }
+}
+
+impl<H> Drop for PutTicket<'_, H> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.core.stale_copy();
+            self.core.record_orphan(self.hash);
+        }
+        self.core.gate.leave(self.phase);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +143,7 @@ struct Shard {
     contended: AtomicU64,
     stale_copies: AtomicU64,
     missing_copies: AtomicU64,
+    writes: AtomicU64,
 }
 
 /// The guard error for a filter insert that stored nothing: no room and contention are
@@ -61,25 +155,71 @@ fn insert_failure<E>(error: InsertError) -> GuardError<E> {
     }
 }
 
-/// The filter, the warm-up state and the counters of a guard.
+/// The filters, the warm-up state, the gate, the rebuild's bookkeeping and the counters of a
+/// guard.
 #[derive(Debug)]
 pub(super) struct GuardCore<H> {
-    pub(super) filter: CuckooFilter<H>,
+    filters: Published<Filters<H>>,
+    gate: Gate,
     state: AtomicU32,
     shards: Sharded<Shard>,
+    orphans: Mutex<Vec<u64>>,
+    rebuilds: RebuildLog,
 }
 
-impl<H: BuildHasher> GuardCore<H> {
-    pub(super) fn new(filter: CuckooFilter<H>) -> Self {
-        GuardCore {
-            filter,
-            state: AtomicU32::new(WARMING),
-            shards: Sharded::new(Shard::default),
+impl<H> GuardCore<H> {
+    /// The current filter, kept alive by the handle.
+    pub(super) fn filter(&self) -> FilterRef<H> {
+        let pin = pin();
+        // ORDERING: Acquire; pairs with the publication [R3], so the filter's contents as
+        // published are visible.
+        let filters = self.filters.load(Ordering::Acquire, &pin);
+        FilterRef {
+            generation: Arc::clone(&filters.current),
         }
     }
 
     fn shard(&self) -> &Shard {
         self.shards.local()
+    }
+
+    /// Counts a copy left in a filter though its key may be gone.
+    fn stale_copy(&self) {
+        bump(&self.shard().stale_copies);
+        self.rebuilds.add_stale(1);
+    }
+
+    fn record_orphan(&self, hash: u64) {
+        self.orphans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(hash);
+    }
+
+    /// Gives back a claim taken by an automatic trigger that could not start its rebuild.
+    pub(super) fn rebuilds_release(&self) {
+        self.rebuilds.release();
+    }
+}
+
+impl<H: BuildHasher> GuardCore<H> {
+    pub(super) fn new(filter: CuckooFilter<H>, policy: RebuildPolicy) -> Self {
+        let min_capacity = filter.capacity();
+        GuardCore {
+            filters: Published::new(Filters {
+                current: Arc::new(Generation { id: 0, filter }),
+                next: None,
+            }),
+            gate: Gate::new(),
+            state: AtomicU32::new(WARMING),
+            shards: Sharded::new(Shard::default),
+            orphans: Mutex::new(Vec::new()),
+            rebuilds: RebuildLog::new(policy, min_capacity),
+        }
+    }
+
+    pub(super) fn policy(&self) -> &RebuildPolicy {
+        self.rebuilds.policy()
     }
 
     pub(super) fn is_ready(&self) -> bool {
@@ -88,12 +228,24 @@ impl<H: BuildHasher> GuardCore<H> {
         self.state.load(Ordering::Acquire) == READY
     }
 
+    /// Whether the current filter may hold `key` (a pin, one load, one lookup).
+    #[inline]
+    pub(super) fn filter_contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
+        let pin = pin();
+        // ORDERING: Acquire; as in `filter`.
+        self.filters
+            .load(Ordering::Acquire, &pin)
+            .current
+            .filter
+            .contains(key)
+    }
+
     /// Lookup step 1: ask the filter, unless it is still warming up.
     pub(super) fn admit<K: Hash + ?Sized>(&self, key: &K) -> Admission {
         if !self.is_ready() {
             bump(&self.shard().warming);
             Admission::Warming
-        } else if self.filter.contains(key) {
+        } else if self.filter_contains(key) {
             bump(&self.shard().passed);
             Admission::Pass
         } else {
@@ -114,88 +266,147 @@ impl<H: BuildHasher> GuardCore<H> {
         }
     }
 
-    /// Create step 1 (rule 1, rule 3): add a copy of the key **before** the store write, even
-    /// if the filter already reports it. Refuses the write if the filter has no room or its
-    /// insert gave up under contention.
-    pub(super) fn begin_put<K: Hash + ?Sized, E>(&self, key: &K) -> Result<(), GuardError<E>> {
-        self.filter.insert(key).map_err(|error| {
+    /// Create step 1 (rule 1, rule 3, [R1]): add a copy of the key to the current filter, and
+    /// to a pending rebuild's next filter, **before** the store write, even if a filter
+    /// already reports it. Refuses the write if a filter has no room or its insert gave up
+    /// under contention.
+    pub(super) fn begin_put<K: Hash + ?Sized, E>(
+        &self,
+        key: &K,
+    ) -> Result<PutTicket<'_, H>, GuardError<E>> {
+        let phase = self.gate.enter();
+        let pin = pin();
+        // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next
+        // filter here is one a pending rebuild waits for (gate module).
+        let filters = self.filters.load(Ordering::SeqCst, &pin);
+        let hash = filters.current.filter.hash_key(key);
+        let mut ticket = PutTicket {
+            core: self,
+            phase,
+            current: filters.current.id,
+            next: None,
+            hash,
+            ended: true,
+        };
+        let inserted = filters.current.filter.insert_hash(hash).and_then(|()| {
+            let Some(next) = &filters.next else {
+                return Ok(());
+            };
+            next.filter.insert_hash(hash).inspect_err(|_| {
+                filters.current.filter.remove_hash(hash);
+            })?;
+            ticket.next = Some(next.id);
+            Ok(())
+        });
+        if let Err(error) = inserted {
             let shard = self.shard();
             bump(match error {
                 InsertError::Contended => &shard.contended,
                 _ => &shard.refused,
             });
-            insert_failure(error)
-        })
+            // `ticket` drops as ended: it leaves the gate and records nothing.
+            return Err(insert_failure(error));
+        }
+        ticket.ended = false;
+        Ok(ticket)
     }
 
-    /// Create step 2: keep the copy for a create; remove it again for an update or a definite
-    /// failure; keep it (stale, a false positive at worst) when the failure may have been
-    /// applied (rule 4).
-    pub(super) fn end_put<K: Hash + ?Sized, E>(
+    /// Create step 2: keep the copies for a create; remove them again for an update or a
+    /// definite failure; keep them (stale, a false positive at worst) and record an orphan
+    /// when the failure may have been applied (rule 4, [R1]). Returns whether an automatic
+    /// rebuild should start.
+    pub(super) fn end_put<E>(
         &self,
-        key: &K,
+        mut ticket: PutTicket<'_, H>,
         result: &Result<Written, E>,
         outcome_unknown: impl FnOnce(&E) -> bool,
-    ) {
+    ) -> Option<super::RebuildReason> {
         let shard = self.shard();
         match result {
             Ok(Written::Created) => bump(&shard.creates),
             Ok(Written::Updated) => {
                 bump(&shard.updates);
-                self.remove_own_copy(key);
+                self.remove_own_copies(&ticket);
             }
             Err(error) => {
                 bump(&shard.store_errors);
                 if outcome_unknown(error) {
-                    bump(&shard.stale_copies);
+                    self.stale_copy();
+                    self.record_orphan(ticket.hash);
                 } else {
-                    self.remove_own_copy(key);
+                    self.remove_own_copies(&ticket);
                 }
+            }
+        }
+        ticket.ended = true;
+        drop(ticket);
+        self.after_write()
+    }
+
+    /// Removes the copies a create inserted, from those of its generations still published.
+    fn remove_own_copies(&self, ticket: &PutTicket<'_, H>) {
+        let pin = pin();
+        // ORDERING: Acquire; the generations found are published ones (their contents
+        // visible); which ones does not matter for safety, only ids matching the ticket's are
+        // touched.
+        let filters = self.filters.load(Ordering::Acquire, &pin);
+        for generation in filters.both() {
+            if ticket.inserted_into(generation.id) && !generation.filter.remove_hash(ticket.hash) {
+                // Only possible if someone removed from the filter behind the guard's back.
+                bump(&self.shard().missing_copies);
             }
         }
     }
 
-    /// Removes the copy this guard call inserted in `begin_put`.
-    fn remove_own_copy<K: Hash + ?Sized>(&self, key: &K) {
-        if !self.filter.remove(key) {
-            // Only possible if someone removed from the filter behind the guard's back.
-            bump(&self.shard().missing_copies);
-        }
-    }
-
-    /// Delete step 1: note whether the warm-up had finished before the store delete begins.
+    /// Delete step 1: note whether the warm-up had finished and which generation is current
+    /// before the store delete begins ([R2]).
     pub(super) fn begin_delete(&self) -> DeleteTicket {
+        let ready_before = self.is_ready();
+        let pin = pin();
+        // ORDERING: Acquire; a generation found current here had its scan finished (its
+        // publication [R3] happens before this load).
+        let generation = self.filters.load(Ordering::Acquire, &pin).current.id;
         DeleteTicket {
-            ready_before: self.is_ready(),
+            ready_before,
+            generation,
         }
     }
 
-    /// Delete step 2 (rule 2): remove a copy only after the store confirmed a deletion, and
-    /// only if the warm-up had finished before the delete began. Otherwise the scan may not
-    /// have inserted this key yet, and removing "its" copy could take out another key's
-    /// identical fingerprint (a false negative); the copy is left stale instead.
+    /// Delete step 2 (rule 2, [R2]): remove a copy only after the store confirmed a deletion,
+    /// only if the warm-up had finished before the delete began, and only from the generation
+    /// that was current then if it still is. Every other filter keeps a stale copy. Returns
+    /// whether an automatic rebuild should start.
     pub(super) fn end_delete<K: Hash + ?Sized, E>(
         &self,
         key: &K,
         ticket: DeleteTicket,
         result: &Result<bool, E>,
-    ) {
+    ) -> Option<super::RebuildReason> {
         let shard = self.shard();
         match result {
             Ok(true) => {
                 bump(&shard.deletes);
-                if ticket.ready_before {
-                    if !self.filter.remove(key) {
-                        // The store held a key the filter never saw: it was written around
-                        // the guard. Counted, so the misuse shows in the stats.
-                        bump(&shard.missing_copies);
+                let pin = pin();
+                // ORDERING: Acquire; as in `remove_own_copies`.
+                let filters = self.filters.load(Ordering::Acquire, &pin);
+                for generation in filters.both() {
+                    if ticket.ready_before && generation.id == ticket.generation {
+                        if !generation.filter.remove(key) {
+                            // The store held a key the filter never saw: it was written
+                            // around the guard. Counted, so the misuse shows in the stats.
+                            bump(&shard.missing_copies);
+                        }
+                    } else {
+                        self.stale_copy();
                     }
-                } else {
-                    bump(&shard.stale_copies);
                 }
+                self.after_write()
             }
-            Ok(false) => {}
-            Err(_) => bump(&shard.store_errors),
+            Ok(false) => None,
+            Err(_) => {
+                bump(&shard.store_errors);
+                None
+            }
         }
     }
 
@@ -204,9 +415,12 @@ impl<H: BuildHasher> GuardCore<H> {
         &self,
         keys: impl IntoIterator<Item = &'k K>,
     ) -> Result<u64, GuardError<E>> {
+        let pin = pin();
+        // ORDERING: Acquire; no rebuild runs while warming, so this is generation 0.
+        let filter = &self.filters.load(Ordering::Acquire, &pin).current.filter;
         let mut loaded = 0;
         for key in keys {
-            self.filter.insert(key).map_err(insert_failure)?;
+            filter.insert(key).map_err(insert_failure)?;
             loaded += 1;
         }
         Ok(loaded)
@@ -226,6 +440,9 @@ impl<H: BuildHasher> GuardCore<H> {
         let warming = sum(|s| &s.warming);
         let false_positives = sum(|s| &s.false_positives);
         let negatives = blocked + false_positives;
+        let filter = self.filter();
+        let log = self.rebuilds.snapshot();
+        let growth_steps = filter.growth_steps();
         GuardStats {
             lookups: blocked + passed + warming,
             blocked,
@@ -238,8 +455,8 @@ impl<H: BuildHasher> GuardCore<H> {
             } else {
                 false_positives as f64 / negatives as f64
             },
-            expected_false_positive_rate: self.filter.expected_false_positive_rate(),
-            configured_false_positive_rate: self.filter.configured_false_positive_rate(),
+            expected_false_positive_rate: filter.expected_false_positive_rate(),
+            configured_false_positive_rate: filter.configured_false_positive_rate(),
             store_errors: sum(|s| &s.store_errors),
             creates: sum(|s| &s.creates),
             updates: sum(|s| &s.updates),
@@ -248,12 +465,23 @@ impl<H: BuildHasher> GuardCore<H> {
             writes_contended: sum(|s| &s.contended),
             stale_copies: sum(|s| &s.stale_copies),
             missing_copies: sum(|s| &s.missing_copies),
+            orphaned_writes: self
+                .orphans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len(),
             warming: !self.is_ready(),
-            filter_len: self.filter.len(),
-            filter_capacity: self.filter.capacity(),
-            filter_load_factor: self.filter.load_factor(),
-            filter_memory_bytes: self.filter.memory_usage(),
-            filter_growth_steps: self.filter.stats().growth_steps,
+            filter_len: filter.len(),
+            filter_capacity: filter.capacity(),
+            filter_load_factor: filter.load_factor(),
+            filter_memory_bytes: filter.memory_usage(),
+            filter_growth_steps: growth_steps,
+            growth_steps: log.retired_growth_steps + growth_steps as u64,
+            rebuilds: log.rebuilds,
+            rebuilds_failed: log.failed,
+            rebuilding: log.running,
+            last_rebuild: log.last,
+            last_rebuild_error: log.last_error,
         }
     }
 }

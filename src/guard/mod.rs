@@ -72,8 +72,9 @@
 //! ```
 
 mod async_guard;
-mod core;
+pub(crate) mod core;
 mod memory;
+mod rebuild;
 mod store;
 mod sync_guard;
 
@@ -81,10 +82,11 @@ use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
 pub use self::memory::MemoryStore;
+pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
 
-use crate::InsertError;
+use crate::{BuildError, InsertError};
 
 /// Why a guard operation failed.
 ///
@@ -117,6 +119,14 @@ pub enum GuardError<E> {
     FilterContended,
     /// `warm_up` was called while another warm-up of the same guard was running.
     WarmUpRunning,
+    /// `rebuild` was called before the warm-up finished: the rebuild would scan the store a
+    /// second time while the first scan runs. Warm up first.
+    Warming,
+    /// `rebuild` was called while another rebuild of the same guard was running.
+    RebuildRunning,
+    /// The rebuild could not build its new filter (the capacity is too large, or the memory
+    /// could not be allocated); the guard keeps its current filter.
+    RebuildFilter(BuildError),
 }
 
 impl<E: fmt::Display> fmt::Display for GuardError<E> {
@@ -135,6 +145,15 @@ impl<E: fmt::Display> fmt::Display for GuardError<E> {
             GuardError::WarmUpRunning => {
                 write!(f, "a warm-up of this guard is already running")
             }
+            GuardError::Warming => write!(
+                f,
+                "the guard has not finished its warm-up; a rebuild needs a warm guard"
+            ),
+            GuardError::RebuildRunning => write!(f, "a rebuild of this guard is already running"),
+            GuardError::RebuildFilter(e) => write!(
+                f,
+                "the rebuild could not build its filter ({e}); the guard keeps its current one"
+            ),
         }
     }
 }
@@ -144,7 +163,11 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
         match self {
             GuardError::Store(e) => Some(e),
             GuardError::FilterFull(e) => Some(e),
-            GuardError::FilterContended | GuardError::WarmUpRunning => None,
+            GuardError::RebuildFilter(e) => Some(e),
+            GuardError::FilterContended
+            | GuardError::WarmUpRunning
+            | GuardError::Warming
+            | GuardError::RebuildRunning => None,
         }
     }
 }
@@ -207,6 +230,10 @@ pub struct GuardStats {
     /// Removals that found no copy to remove: a sign that something wrote to the store, or
     /// removed from the filter, without going through the guard.
     pub missing_copies: u64,
+    /// Writes whose outcome is unknown (a store error that may have been applied, a dropped
+    /// future, a panic): such a write may land at any later time, so every rebuild inserts
+    /// their keys (8 bytes each, kept for the guard's life) into its new filter.
+    pub orphaned_writes: usize,
     /// Whether the guard is still warming up (passing every lookup to the store).
     pub warming: bool,
     /// Fingerprints in the filter.
@@ -217,9 +244,23 @@ pub struct GuardStats {
     pub filter_load_factor: f64,
     /// Heap bytes of the filter.
     pub filter_memory_bytes: usize,
-    /// Tables the filter added because a create found no room (see
-    /// [`Growth`](crate::Growth)); each adds about one configured false-positive rate.
+    /// Tables the current filter added because a create found no room (see
+    /// [`Growth`](crate::Growth)); each adds about one configured false-positive rate until
+    /// a rebuild.
     pub filter_growth_steps: usize,
+    /// Tables added over the guard's life, by every filter it has had.
+    pub growth_steps: u64,
+    /// Rebuilds that swapped in a new filter ([`CacheGuard::rebuild`], or automatic by the
+    /// [`RebuildPolicy`]).
+    pub rebuilds: u64,
+    /// Rebuilds that stopped before the swap (a store error, say); the guard kept its filter.
+    pub rebuilds_failed: u64,
+    /// Whether a rebuild is running.
+    pub rebuilding: bool,
+    /// The last finished rebuild.
+    pub last_rebuild: Option<RebuildReport>,
+    /// Why the last failed rebuild stopped.
+    pub last_rebuild_error: Option<String>,
 }
 
 /// Progress of a warm-up, passed to its callback after each page.

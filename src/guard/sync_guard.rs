@@ -2,18 +2,25 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::time::Duration;
 
 use ahash::RandomState;
 
-use super::core::{Admission, GuardCore, Step, WarmUp};
+use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
 use super::store::{Store, Written};
-use super::{GuardError, GuardStats, WarmUpProgress};
+use super::{
+    FilterRef, GuardError, GuardStats, RebuildPolicy, RebuildReason, RebuildReport, WarmUpProgress,
+};
 use crate::CuckooFilter;
 
 /// A [`CuckooFilter`] in front of a synchronous [`Store`], kept in sync by the
 /// [consistency rules](super#consistency-rules).
 ///
-/// `Send + Sync` when the store is: share it in an `Arc` and call it from any thread.
+/// `Send + Sync` when the store is: share it (it is cheap to clone: clones share one guard)
+/// and call it from any thread. The filter grows when a create finds no room, and the guard
+/// rebuilds it from the store on a background thread when the [`RebuildPolicy`] says so,
+/// while lookups and writes go on.
 ///
 /// # Examples
 ///
@@ -29,16 +36,37 @@ use crate::CuckooFilter;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct CacheGuard<St: Store, H = RandomState> {
+    inner: Arc<Inner<St, H>>,
+}
+
+struct Inner<St: Store, H> {
     core: GuardCore<H>,
     store: St,
     warm_up: WarmUp<St::Cursor>,
+    /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
+    spawn: fn(&Arc<Inner<St, H>>, RebuildReason),
 }
 
-impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
+impl<St: Store, H> Clone for CacheGuard<St, H> {
+    fn clone(&self) -> Self {
+        CacheGuard {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<St, H> CacheGuard<St, H>
+where
+    St: Store + Send + Sync + 'static,
+    St::Cursor: Send,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
     /// A guard over `store` with `filter`, warming: lookups go to the store until
     /// [`warm_up`](Self::warm_up) has loaded the store's keys.
     ///
-    /// `filter` should be empty and sized for the rows the store will hold.
+    /// `filter` should be empty. Its capacity is a starting point: with the default
+    /// [`Growth`](crate::Growth) it grows when a create finds no room, and the default
+    /// [`RebuildPolicy`] then rebuilds it to fit the store.
     ///
     /// # Examples
     ///
@@ -50,11 +78,54 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// assert!(guard.is_warming());
     /// ```
     pub fn new(filter: CuckooFilter<H>, store: St) -> Self {
+        Self::with_policy(filter, store, RebuildPolicy::default())
+    }
+
+    /// [`new`](Self::new) with a [`RebuildPolicy`] other than the default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::with_policy(
+    ///     CuckooFilter::with_capacity(10),
+    ///     MemoryStore::<u8, u8>::new(),
+    ///     RebuildPolicy::manual(),
+    /// );
+    /// assert!(!guard.policy().is_automatic());
+    /// ```
+    pub fn with_policy(filter: CuckooFilter<H>, store: St, policy: RebuildPolicy) -> Self {
         CacheGuard {
-            core: GuardCore::new(filter),
-            store,
-            warm_up: WarmUp::new(),
+            inner: Arc::new(Inner {
+                core: GuardCore::new(filter, policy),
+                store,
+                warm_up: WarmUp::new(),
+                spawn: spawn_rebuild::<St, H>,
+            }),
         }
+    }
+}
+
+impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
+    fn core(&self) -> &GuardCore<H> {
+        &self.inner.core
+    }
+
+    /// The guard's rebuild policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// assert!(guard.policy().is_automatic());
+    /// ```
+    pub fn policy(&self) -> &RebuildPolicy {
+        self.core().policy()
     }
 
     /// The value of `key`: `Ok(None)` without asking the store if the filter rules the key
@@ -78,12 +149,12 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>> {
-        let admission = self.core.admit(key);
+        let admission = self.core().admit(key);
         if admission == Admission::Blocked {
             return Ok(None);
         }
-        let result = self.store.get(key);
-        self.core.observe_get(admission, &result);
+        let result = self.inner.store.get(key);
+        self.core().observe_get(admission, &result);
         result.map_err(GuardError::Store)
     }
 
@@ -102,14 +173,15 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn may_contain(&self, key: &St::Key) -> bool {
-        !self.core.is_ready() || self.core.filter.contains(key)
+        !self.core().is_ready() || self.core().filter_contains(key)
     }
 
     /// Creates or updates `key` in the store, keeping the filter in sync (rules 1, 3, 4).
     ///
     /// # Errors
     ///
-    /// [`GuardError::FilterFull`] if the filter has no room, [`GuardError::FilterContended`]
+    /// [`GuardError::FilterFull`] if the filter has no room (it may not grow, or has grown as
+    /// far as it may), [`GuardError::FilterContended`]
     /// if its insert gave up under contention (either way the store was not touched);
     /// [`GuardError::Store`] if the store fails.
     ///
@@ -126,9 +198,12 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn put(&self, key: &St::Key, value: &St::Value) -> Result<Written, GuardError<St::Error>> {
-        self.core.begin_put(key)?;
-        let result = self.store.put(key, value);
-        self.core.end_put(key, &result, St::write_outcome_unknown);
+        let ticket = self.core().begin_put(key)?;
+        let result = self.inner.store.put(key, value);
+        let trigger = self
+            .core()
+            .end_put(ticket, &result, St::write_outcome_unknown);
+        self.spawn_rebuild(trigger);
         result.map_err(GuardError::Store)
     }
 
@@ -153,9 +228,10 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn delete(&self, key: &St::Key) -> Result<bool, GuardError<St::Error>> {
-        let ticket = self.core.begin_delete();
-        let result = self.store.delete(key);
-        self.core.end_delete(key, ticket, &result);
+        let ticket = self.core().begin_delete();
+        let result = self.inner.store.delete(key);
+        let trigger = self.core().end_delete(key, ticket, &result);
+        self.spawn_rebuild(trigger);
         result.map_err(GuardError::Store)
     }
 
@@ -190,17 +266,30 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         page_size: usize,
         mut progress: impl FnMut(WarmUpProgress),
     ) -> Result<WarmUpProgress, GuardError<St::Error>> {
-        let mut turn = self.warm_up.begin(&self.core)?;
+        let mut turn = self.inner.warm_up.begin(self.core())?;
         loop {
             let cursor = match turn.next() {
                 Step::Scan(cursor) => cursor,
-                Step::Done(done) => return Ok(done),
+                Step::Done(done) => {
+                    drop(turn);
+                    // A filter that grew while loading the store is rebuilt to fit it.
+                    self.spawn_rebuild(self.core().after_write());
+                    return Ok(done);
+                }
             };
             let page = self
+                .inner
                 .store
                 .scan_keys(cursor, page_size.max(1))
                 .map_err(GuardError::Store)?;
             progress(turn.load(page)?);
+        }
+    }
+
+    /// Starts an automatic rebuild in the background, if `trigger` claimed one.
+    fn spawn_rebuild(&self, trigger: Option<RebuildReason>) {
+        if let Some(reason) = trigger {
+            (self.inner.spawn)(&self.inner, reason);
         }
     }
 
@@ -216,7 +305,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// assert!(guard.is_warming());
     /// ```
     pub fn is_warming(&self) -> bool {
-        !self.core.is_ready()
+        !self.core().is_ready()
     }
 
     /// Lookup, write and filter counters.
@@ -233,11 +322,12 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn stats(&self) -> GuardStats {
-        self.core.stats()
+        self.core().stats()
     }
 
-    /// The guard's filter, for inspection. Writing to it directly breaks the consistency
-    /// rules; go through the guard.
+    /// The guard's current filter, for inspection (a rebuild may replace it; the handle keeps
+    /// the one it has alive). Writing to it directly breaks the consistency rules; go through
+    /// the guard.
     ///
     /// # Examples
     ///
@@ -248,8 +338,8 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
     /// assert!(guard.filter().is_empty());
     /// ```
-    pub fn filter(&self) -> &CuckooFilter<H> {
-        &self.core.filter
+    pub fn filter(&self) -> FilterRef<H> {
+        self.core().filter()
     }
 
     /// The guard's store, for reads and for operations the guard does not cover. Writing to
@@ -265,14 +355,121 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// assert!(guard.store().is_empty());
     /// ```
     pub fn store(&self) -> &St {
-        &self.store
+        &self.inner.store
+    }
+}
+
+/// How long a rebuild sleeps between looks at the gate: the creates it waits for are store
+/// writes in flight.
+const GATE_POLL: Duration = Duration::from_micros(200);
+
+impl<St, H> Inner<St, H>
+where
+    St: Store,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
+    fn rebuild(
+        &self,
+        claim: RebuildClaim<'_>,
+        reason: RebuildReason,
+    ) -> Result<RebuildReport, GuardError<St::Error>> {
+        let mut turn = self.core.begin_rebuild(claim, reason)?;
+        while !turn.poll_gate()? {
+            std::thread::sleep(GATE_POLL);
+        }
+        let page_size = self.core.policy().page_size_value();
+        let mut cursor = None;
+        loop {
+            let page = match self.store.scan_keys(cursor.as_ref(), page_size) {
+                Ok(page) => page,
+                Err(error) => {
+                    turn.fail(&error);
+                    return Err(GuardError::Store(error));
+                }
+            };
+            if let Err(error) = turn.load_page(&page.keys) {
+                turn.fail(&error);
+                return Err(error);
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(turn.finish()),
+            }
+        }
+    }
+}
+
+impl<St: Store, H: BuildHasher + Clone + Send + Sync + 'static> CacheGuard<St, H> {
+    /// Rebuilds the filter from the store while lookups and writes go on: scans every key
+    /// into a new filter sized for them (times the policy's headroom) and swaps it in. The
+    /// false-positive rate returns to the design point; grown tables and stale copies are
+    /// gone. Blocks the calling thread for the scan; automatic rebuilds run on a background
+    /// thread instead.
+    ///
+    /// Creates that start while the rebuild is pending insert into both filters; the scan
+    /// starts only once every create that began earlier has finished its store write. A
+    /// failed rebuild leaves the current filter in place.
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Warming`] before the warm-up finished, [`GuardError::RebuildRunning`]
+    /// while another rebuild runs, [`GuardError::Store`] if a scan fails,
+    /// [`GuardError::RebuildFilter`] if the new filter cannot be built,
+    /// [`GuardError::FilterFull`] or [`GuardError::FilterContended`] if it cannot take a key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::with_policy(
+    ///     CuckooFilter::with_capacity(100),
+    ///     MemoryStore::new(),
+    ///     RebuildPolicy::manual(),
+    /// );
+    /// guard.warm_up(100, |_| {})?;
+    /// for k in 0..10_000u32 {
+    ///     guard.put(&k, &())?; // the filter grows
+    /// }
+    /// assert!(guard.stats().filter_growth_steps > 0);
+    /// let report = guard.rebuild()?;
+    /// assert_eq!(report.keys_scanned, 10_000);
+    /// assert_eq!(guard.stats().filter_growth_steps, 0);
+    /// assert!(guard.may_contain(&9_999));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rebuild(&self) -> Result<RebuildReport, GuardError<St::Error>> {
+        let claim = self.core().claim().ok_or(GuardError::RebuildRunning)?;
+        self.inner.rebuild(claim, RebuildReason::Requested)
+    }
+}
+
+/// Runs an automatic rebuild on a thread of its own; gives the claim back if the thread cannot
+/// be spawned.
+fn spawn_rebuild<St, H>(inner: &Arc<Inner<St, H>>, reason: RebuildReason)
+where
+    St: Store + Send + Sync + 'static,
+    St::Cursor: Send,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
+    let shared = Arc::clone(inner);
+    let spawned = std::thread::Builder::new()
+        .name("cuckoo-guard-rebuild".into())
+        .spawn(move || {
+            let claim = shared.core.adopt_claim();
+            // The outcome is in the stats (`rebuilds`, `rebuilds_failed`, the last error).
+            let _ = shared.rebuild(claim, reason);
+        });
+    if spawned.is_err() {
+        inner.core.rebuilds_release();
     }
 }
 
 impl<St: Store, H> fmt::Debug for CacheGuard<St, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CacheGuard")
-            .field("filter", &self.core.filter)
+            .field("filter", &self.inner.core.filter())
             .finish_non_exhaustive()
     }
 }

@@ -236,7 +236,7 @@ pub(crate) fn guard_concurrency_sync<S>(
     operations: u64,
 ) -> (usize, usize)
 where
-    S: Store + Sync,
+    S: Store + Send + Sync,
     S::Key: Hash + Sync,
     S::Value: PartialEq + Debug + Sync,
     S::Cursor: Send,

@@ -9,7 +9,7 @@ mod sqlite;
 use std::future::Future;
 use std::time::Duration;
 
-use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, GuardStats, Store};
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardStats, Store};
 use cuckoo_guard::CuckooFilter;
 use tokio::runtime::Runtime;
 
@@ -53,7 +53,7 @@ pub(crate) trait Guarded: Sync {
     fn stats(&self) -> GuardStats;
 
     /// The guard's filter.
-    fn filter(&self) -> &CuckooFilter;
+    fn filter(&self) -> FilterRef;
 }
 
 /// Opens the database `--db` names (and, unless `--no-create`, creates the drill's table) and
@@ -287,7 +287,7 @@ where
         CacheGuard::stats(self)
     }
 
-    fn filter(&self) -> &CuckooFilter {
+    fn filter(&self) -> FilterRef {
         CacheGuard::filter(self)
     }
 }
@@ -342,7 +342,7 @@ where
         self.guard.stats()
     }
 
-    fn filter(&self) -> &CuckooFilter {
+    fn filter(&self) -> FilterRef {
         self.guard.filter()
     }
 }

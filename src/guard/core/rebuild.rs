@@ -1,0 +1,439 @@
+//! The online rebuild ([R3] in the core's docs), written once for the sync and async guards: a
+//! turn publishes the next filter, waits at the gate, takes the scanned pages and swaps; the
+//! guards make the store calls. Also the automatic triggers and the rebuild counters.
+//!
+//! # One rebuild at a time, and every flip drained
+//!
+//! A rebuild first *claims* the guard (a flag set by compare-and-swap, released when its turn
+//! drops), so two never overlap and only the claim holder publishes filters. The gate's proof
+//! needs every flip away from a phase to be followed by a drain of that phase before the next
+//! flip back to it. A turn that stops before its drain (a scan error right away, a dropped
+//! future) leaves its phase *undrained* in the log, and the next turn waits for that phase to
+//! drain before it flips: no new create enters it meanwhile (the gate's current phase is the
+//! other one), so the wait ends when the creates in flight back then have returned.
+
+use std::hash::{BuildHasher, Hash};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::{Filters, Generation, GuardCore};
+use crate::guard::{GuardError, RebuildPolicy, RebuildReason, RebuildReport};
+use crate::sharded::bump_and_get;
+use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
+use crate::InsertError;
+
+/// Writes between two checks of the load and stale-copy triggers (growth is checked on each).
+const CHECK_EVERY: u64 = 64;
+/// The wait after a failed automatic rebuild before the next may start; doubles per failure.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Attempts at one scanned key's insert that gives up under contention.
+const INSERT_ATTEMPTS: usize = 32;
+
+/// What the rebuild log holds behind its lock.
+#[derive(Debug, Default)]
+struct Log {
+    rebuilds: u64,
+    failed: u64,
+    last: Option<RebuildReport>,
+    last_error: Option<String>,
+    retired_growth_steps: u64,
+    stale_at_last_rebuild: u64,
+    next_id: u64,
+    undrained: Option<usize>,
+    not_before: Option<Instant>,
+    backoff: Duration,
+}
+
+/// A copy of the rebuild counters, for [`GuardStats`](crate::guard::GuardStats).
+#[derive(Debug)]
+pub(crate) struct LogSnapshot {
+    pub(crate) rebuilds: u64,
+    pub(crate) failed: u64,
+    pub(crate) running: bool,
+    pub(crate) last: Option<RebuildReport>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) retired_growth_steps: u64,
+}
+
+/// The policy, the claim flag and the counters of a guard's rebuilds.
+#[derive(Debug)]
+pub(crate) struct RebuildLog {
+    policy: RebuildPolicy,
+    /// The smallest capacity a rebuild builds: the first filter's.
+    min_capacity: usize,
+    running: AtomicBool,
+    /// Stale copies counted in total; the trigger compares the count since the last rebuild.
+    stale: AtomicU64,
+    log: Mutex<Log>,
+}
+
+/// The right to run the one rebuild; dropping it lets the next start.
+#[derive(Debug)]
+pub(crate) struct RebuildClaim<'c> {
+    running: &'c AtomicBool,
+}
+
+impl Drop for RebuildClaim<'_> {
+    fn drop(&mut self) {
+        // ORDERING: Release; pairs with the claim's compare-and-swap, so the next rebuild sees
+        // the filters this one published and its log entries.
+        self.running.store(false, Ordering::Release);
+    }
+}
+
+impl RebuildLog {
+    pub(crate) fn new(policy: RebuildPolicy, min_capacity: usize) -> Self {
+        RebuildLog {
+            policy,
+            min_capacity,
+            running: AtomicBool::new(false),
+            stale: AtomicU64::new(0),
+            log: Mutex::new(Log {
+                next_id: 1,
+                ..Log::default()
+            }),
+        }
+    }
+
+    pub(crate) fn policy(&self) -> &RebuildPolicy {
+        &self.policy
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        // Held only to read or update counters; a panic cannot leave them half-written.
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts `n` stale copies for the stale-share trigger.
+    pub(crate) fn add_stale(&self, n: u64) {
+        // ORDERING: Relaxed; a statistic for the trigger, publishes nothing.
+        self.stale.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Sets the claim flag if no rebuild holds it. A `true` must be followed by exactly one
+    /// [`GuardCore::adopt_claim`] (on the thread or task that runs the rebuild) or
+    /// [`release`](Self::release).
+    pub(crate) fn try_claim(&self) -> bool {
+        // ORDERING: Acquire on success; pairs with the Release of the previous claim's drop.
+        self.running
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Gives back a claim that no rebuild will use (a thread that could not be spawned).
+    pub(crate) fn release(&self) {
+        drop(RebuildClaim {
+            running: &self.running,
+        });
+    }
+
+    pub(crate) fn snapshot(&self) -> LogSnapshot {
+        let log = self.lock();
+        LogSnapshot {
+            rebuilds: log.rebuilds,
+            failed: log.failed,
+            // ORDERING: Relaxed; a statistic.
+            running: self.running.load(Ordering::Relaxed),
+            last: log.last.clone(),
+            last_error: log.last_error.clone(),
+            retired_growth_steps: log.retired_growth_steps,
+        }
+    }
+}
+
+/// Where a turn stands at the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Waiting for a phase an earlier turn left undrained, before flipping.
+    Leftover(usize),
+    /// Flipped; waiting for the old phase.
+    Flipped(usize),
+    /// Every create that missed the next filter has left; orphans inserted; scanning.
+    Scanning,
+}
+
+/// A running rebuild: holds the claim, the current and the next generation.
+pub(crate) struct RebuildTurn<'c, H: Send + Sync + 'static> {
+    core: &'c GuardCore<H>,
+    _claim: RebuildClaim<'c>,
+    current: Arc<Generation<H>>,
+    next: Arc<Generation<H>>,
+    stage: Stage,
+    reason: RebuildReason,
+    started: Instant,
+    keys: u64,
+    pages: u64,
+    len_before: usize,
+    growth_steps_before: usize,
+    error: Option<String>,
+    finished: bool,
+}
+
+impl<H: Send + Sync + 'static> std::fmt::Debug for RebuildTurn<'_, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RebuildTurn")
+            .field("next", &self.next.id)
+            .field("stage", &self.stage)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: BuildHasher> GuardCore<H> {
+    /// Claims the rebuild for a caller of `rebuild`.
+    pub(crate) fn claim(&self) -> Option<RebuildClaim<'_>> {
+        self.rebuilds.try_claim().then(|| self.adopt_claim())
+    }
+
+    /// The claim a successful [`RebuildLog::try_claim`] took, on the thread that runs the
+    /// rebuild.
+    pub(crate) fn adopt_claim(&self) -> RebuildClaim<'_> {
+        RebuildClaim {
+            running: &self.rebuilds.running,
+        }
+    }
+
+    /// Whether an automatic rebuild should start after a write ([`CHECK_EVERY`]); claims it if
+    /// so (the caller runs it or releases the claim).
+    pub(crate) fn after_write(&self) -> Option<RebuildReason> {
+        let policy = &self.rebuilds.policy;
+        // ORDERING: Relaxed; a hint, the claim below decides.
+        if !policy.is_automatic()
+            || !self.is_ready()
+            || self.rebuilds.running.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        let writes = bump_and_get(&self.shard().writes);
+        let pin = pin();
+        // ORDERING: Acquire; the current filter's published contents.
+        let filters = self.filters.load(Ordering::Acquire, &pin);
+        if filters.next.is_some() {
+            return None;
+        }
+        let filter = &filters.current.filter;
+        let reason = if policy.rebuilds_on_growth() && filter.growth_steps() > 0 {
+            RebuildReason::Growth
+        } else if writes % CHECK_EVERY != 0 {
+            return None;
+        } else if filter.load_factor() >= policy.load_threshold_value() {
+            RebuildReason::Load
+        } else {
+            // ORDERING: Relaxed; a statistic for the trigger.
+            let stale = self.rebuilds.stale.load(Ordering::Relaxed);
+            let since = stale.saturating_sub(self.rebuilds.lock().stale_at_last_rebuild);
+            if (since as f64) < policy.stale_share_value() * filter.len().max(1) as f64 {
+                return None;
+            }
+            RebuildReason::StaleCopies
+        };
+        let waiting = self
+            .rebuilds
+            .lock()
+            .not_before
+            .is_some_and(|t| Instant::now() < t);
+        (!waiting && self.rebuilds.try_claim()).then_some(reason)
+    }
+
+    /// [R3] Starts a rebuild under `claim`: builds the next filter, publishes it beside the
+    /// current one and flips the gate (or first waits for an earlier turn's phase).
+    pub(crate) fn begin_rebuild<'c, E>(
+        &'c self,
+        claim: RebuildClaim<'c>,
+        reason: RebuildReason,
+    ) -> Result<RebuildTurn<'c, H>, GuardError<E>>
+    where
+        H: Clone + Send + Sync + 'static,
+    {
+        if !self.is_ready() {
+            return Err(GuardError::Warming);
+        }
+        let pin = pin();
+        // ORDERING: Acquire; only the claim holder publishes, so this is what it replaces.
+        let filters = self.filters.load(Ordering::Acquire, &pin);
+        let current = Arc::clone(&filters.current);
+        let len_before = current.filter.len();
+        let capacity = ((len_before as f64 * self.rebuilds.policy.headroom_value()).ceil()
+            as usize)
+            .max(self.rebuilds.min_capacity);
+        let filter = current
+            .filter
+            .sibling(capacity)
+            .map_err(GuardError::RebuildFilter)?;
+        let (id, undrained) = {
+            let mut log = self.rebuilds.lock();
+            log.next_id += 1;
+            (log.next_id - 1, log.undrained.take())
+        };
+        let next = Arc::new(Generation { id, filter });
+        self.filters.replace(
+            Filters {
+                current: Arc::clone(&current),
+                next: Some(Arc::clone(&next)),
+            },
+            // ORDERING: SeqCst; [R3] publication, in the gate's total order before the flip.
+            Ordering::SeqCst,
+            &pin,
+        );
+        let stage = match undrained {
+            Some(phase) => Stage::Leftover(phase),
+            None => Stage::Flipped(self.gate.flip()),
+        };
+        Ok(RebuildTurn {
+            core: self,
+            _claim: claim,
+            growth_steps_before: current.filter.growth_steps(),
+            current,
+            next,
+            stage,
+            reason,
+            started: Instant::now(),
+            keys: 0,
+            pages: 0,
+            len_before,
+            error: None,
+            finished: false,
+        })
+    }
+}
+
+impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
+    /// Whether the scan may start: every create that loaded the filters without the next one
+    /// has left the gate. Polled by the guard between waits; once true, the orphans are in the
+    /// next filter.
+    pub(crate) fn poll_gate<E>(&mut self) -> Result<bool, GuardError<E>> {
+        let core = self.core;
+        if let Stage::Leftover(phase) = self.stage {
+            if !core.gate.drained(phase) {
+                return Ok(false);
+            }
+            self.stage = Stage::Flipped(core.gate.flip());
+        }
+        if let Stage::Flipped(phase) = self.stage {
+            if !core.gate.drained(phase) {
+                return Ok(false);
+            }
+            self.stage = Stage::Scanning;
+            let orphans = core
+                .orphans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            for hash in orphans {
+                self.insert(|filter| filter.insert_hash(hash))?;
+            }
+        }
+        Ok(true)
+    }
+
+    fn insert<E>(
+        &self,
+        mut insert: impl FnMut(&crate::CuckooFilter<H>) -> Result<(), InsertError>,
+    ) -> Result<(), GuardError<E>> {
+        let mut attempts = 0;
+        loop {
+            match insert(&self.next.filter) {
+                Ok(()) => return Ok(()),
+                Err(InsertError::Contended) if attempts < INSERT_ATTEMPTS => {
+                    attempts += 1;
+                    crate::sync::yield_now();
+                }
+                Err(error) => return Err(super::insert_failure(error)),
+            }
+        }
+    }
+
+    /// Adds one scanned page to the next filter.
+    pub(crate) fn load_page<'k, K: Hash + 'k, E>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k K>,
+    ) -> Result<(), GuardError<E>> {
+        debug_assert_eq!(
+            self.stage,
+            Stage::Scanning,
+            "a page scanned before the gate"
+        );
+        for key in keys {
+            self.insert(|filter| filter.insert(key))?;
+            self.keys += 1;
+        }
+        self.pages += 1;
+        Ok(())
+    }
+
+    /// Notes why the rebuild stops (kept in the stats).
+    pub(crate) fn fail(&mut self, error: &dyn std::fmt::Display) {
+        self.error = Some(error.to_string());
+    }
+
+    /// [R3] Publishes the next filter as the current one, alone.
+    pub(crate) fn finish(mut self) -> RebuildReport {
+        debug_assert_eq!(self.stage, Stage::Scanning, "finished before the gate");
+        let core = self.core;
+        let pin = pin();
+        core.filters.replace(
+            Filters {
+                current: Arc::clone(&self.next),
+                next: None,
+            },
+            // ORDERING: SeqCst; [R3] publication (Release: the scan's inserts are visible to
+            // lookups that load it).
+            Ordering::SeqCst,
+            &pin,
+        );
+        let report = RebuildReport {
+            reason: self.reason,
+            keys_scanned: self.keys,
+            pages: self.pages,
+            duration: self.started.elapsed(),
+            len_before: self.len_before,
+            growth_steps_before: self.growth_steps_before,
+            len_after: self.next.filter.len(),
+            capacity_after: self.next.filter.capacity(),
+        };
+        let mut log = core.rebuilds.lock();
+        log.rebuilds += 1;
+        log.retired_growth_steps += self.current.filter.growth_steps() as u64;
+        // ORDERING: Relaxed; a statistic for the trigger.
+        log.stale_at_last_rebuild = core.rebuilds.stale.load(Ordering::Relaxed);
+        log.last = Some(report.clone());
+        log.not_before = None;
+        log.backoff = Duration::ZERO;
+        drop(log);
+        self.finished = true;
+        report
+    }
+}
+
+impl<H: Send + Sync + 'static> Drop for RebuildTurn<'_, H> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let core = self.core;
+        let pin = pin();
+        core.filters.replace(
+            Filters {
+                current: Arc::clone(&self.current),
+                next: None,
+            },
+            // ORDERING: SeqCst; [R3] the stopped rebuild's next filter is withdrawn.
+            Ordering::SeqCst,
+            &pin,
+        );
+        let mut log = core.rebuilds.lock();
+        log.failed += 1;
+        log.last_error = Some(
+            self.error
+                .take()
+                .unwrap_or_else(|| "stopped before the swap (dropped)".to_owned()),
+        );
+        log.undrained = match self.stage {
+            Stage::Leftover(phase) | Stage::Flipped(phase) => Some(phase),
+            Stage::Scanning => None,
+        };
+        log.backoff = (log.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+        log.not_before = Some(Instant::now() + log.backoff);
+    }
+}

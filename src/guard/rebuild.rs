@@ -1,0 +1,367 @@
+//! What a guard's online rebuild is told ([`RebuildPolicy`]) and what it reports
+//! ([`RebuildReport`]), and the handle to the filter a guard currently uses ([`FilterRef`]).
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::CuckooFilter;
+
+/// When a guard rebuilds its filter from the store on its own, and how.
+///
+/// A rebuild scans the store's keys into a new filter sized for them (with headroom) while
+/// lookups and writes go on, then swaps it in: the false-positive rate returns to the design
+/// point, grown tables and stale copies are gone. See
+/// [`CacheGuard::rebuild`](super::CacheGuard::rebuild).
+///
+/// Automatic rebuilds start when the filter's load passes `load_threshold`, when it has grown
+/// (an insert found no room and a table was added), or when stale copies pass `stale_share` of
+/// its fingerprints; never two at once, and after a failed one the next waits (1 second,
+/// doubling to a minute). A [`CacheGuard`](super::CacheGuard) runs them on a thread of their
+/// own; an [`AsyncCacheGuard`](super::AsyncCacheGuard) as a tokio task, with the `tokio`
+/// feature and inside a runtime (otherwise call its `rebuild` yourself).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let policy = RebuildPolicy::default().load_threshold(0.8)?.page_size(5_000)?;
+/// let guard = CacheGuard::with_policy(
+///     CuckooFilter::with_capacity(1_000),
+///     MemoryStore::<u64, ()>::new(),
+///     policy,
+/// );
+/// assert_eq!(guard.policy().load_threshold_value(), 0.8);
+/// # Ok::<(), cuckoo_guard::guard::PolicyError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct RebuildPolicy {
+    automatic: bool,
+    load_threshold: f64,
+    stale_share: f64,
+    on_growth: bool,
+    headroom: f64,
+    page_size: usize,
+}
+
+impl Default for RebuildPolicy {
+    /// Automatic, at 90% load, on growth, at 10% stale copies; sized for 1.5 times the keys
+    /// found; scanned 1,000 keys per page.
+    fn default() -> Self {
+        RebuildPolicy {
+            automatic: true,
+            load_threshold: 0.9,
+            stale_share: 0.1,
+            on_growth: true,
+            headroom: 1.5,
+            page_size: 1_000,
+        }
+    }
+}
+
+/// A [`RebuildPolicy`] setting out of range.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{PolicyError, RebuildPolicy};
+///
+/// let error = RebuildPolicy::default().load_threshold(f64::NAN).unwrap_err();
+/// assert!(matches!(error, PolicyError::LoadThreshold(_)));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The load threshold is not in (0, 1].
+    LoadThreshold(f64),
+    /// The stale share is not in (0, 1].
+    StaleShare(f64),
+    /// The headroom is not in [1, 16].
+    Headroom(f64),
+    /// The page size is 0.
+    PageSize,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::LoadThreshold(v) => {
+                write!(f, "rebuild load threshold {v} is not in (0, 1]")
+            }
+            PolicyError::StaleShare(v) => write!(f, "rebuild stale share {v} is not in (0, 1]"),
+            PolicyError::Headroom(v) => write!(f, "rebuild headroom {v} is not in [1, 16]"),
+            PolicyError::PageSize => write!(f, "rebuild page size must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl RebuildPolicy {
+    /// No automatic rebuilds: only [`CacheGuard::rebuild`](super::CacheGuard::rebuild) calls.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert!(!RebuildPolicy::manual().is_automatic());
+    /// ```
+    pub fn manual() -> Self {
+        RebuildPolicy {
+            automatic: false,
+            ..RebuildPolicy::default()
+        }
+    }
+
+    /// Whether rebuilds start on their own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert!(RebuildPolicy::default().is_automatic());
+    /// ```
+    pub fn is_automatic(&self) -> bool {
+        self.automatic
+    }
+
+    /// Rebuild once the filter's load (fingerprints per slot) reaches `threshold`, in (0, 1].
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::LoadThreshold`] outside (0, 1] or NaN.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert!(RebuildPolicy::default().load_threshold(0.85).is_ok());
+    /// assert!(RebuildPolicy::default().load_threshold(0.0).is_err());
+    /// ```
+    pub fn load_threshold(mut self, threshold: f64) -> Result<Self, PolicyError> {
+        if !(threshold > 0.0 && threshold <= 1.0) {
+            return Err(PolicyError::LoadThreshold(threshold));
+        }
+        self.load_threshold = threshold;
+        Ok(self)
+    }
+
+    /// The load at which automatic rebuilds start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert_eq!(RebuildPolicy::default().load_threshold_value(), 0.9);
+    /// ```
+    pub fn load_threshold_value(&self) -> f64 {
+        self.load_threshold
+    }
+
+    /// Rebuild once the stale copies counted since the last rebuild reach `share` of the
+    /// filter's fingerprints, in (0, 1].
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::StaleShare`] outside (0, 1] or NaN.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert!(RebuildPolicy::default().stale_share(0.05).is_ok());
+    /// assert!(RebuildPolicy::default().stale_share(2.0).is_err());
+    /// ```
+    pub fn stale_share(mut self, share: f64) -> Result<Self, PolicyError> {
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(PolicyError::StaleShare(share));
+        }
+        self.stale_share = share;
+        Ok(self)
+    }
+
+    /// Whether a filter that added a table (see [`Growth`](crate::Growth)) is rebuilt into one
+    /// right-sized table.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// let policy = RebuildPolicy::default().on_growth(false);
+    /// assert_eq!(policy, RebuildPolicy::default().on_growth(false));
+    /// ```
+    pub fn on_growth(mut self, rebuild: bool) -> Self {
+        self.on_growth = rebuild;
+        self
+    }
+
+    /// The rebuilt filter's capacity as a multiple of the fingerprints the old one holds when
+    /// the rebuild starts (the new keys' room before the next rebuild), in [1, 16].
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Headroom`] outside [1, 16] or NaN.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert!(RebuildPolicy::default().headroom(2.0).is_ok());
+    /// assert!(RebuildPolicy::default().headroom(0.5).is_err());
+    /// ```
+    pub fn headroom(mut self, headroom: f64) -> Result<Self, PolicyError> {
+        if !(1.0..=16.0).contains(&headroom) {
+            return Err(PolicyError::Headroom(headroom));
+        }
+        self.headroom = headroom;
+        Ok(self)
+    }
+
+    /// Keys per store scan call during a rebuild.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::PageSize`] for 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert!(RebuildPolicy::default().page_size(0).is_err());
+    /// ```
+    pub fn page_size(mut self, keys: usize) -> Result<Self, PolicyError> {
+        if keys == 0 {
+            return Err(PolicyError::PageSize);
+        }
+        self.page_size = keys;
+        Ok(self)
+    }
+
+    pub(crate) fn page_size_value(&self) -> usize {
+        self.page_size
+    }
+
+    pub(crate) fn headroom_value(&self) -> f64 {
+        self.headroom
+    }
+
+    pub(crate) fn stale_share_value(&self) -> f64 {
+        self.stale_share
+    }
+
+    pub(crate) fn rebuilds_on_growth(&self) -> bool {
+        self.on_growth
+    }
+}
+
+/// Why a rebuild ran.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::RebuildReason;
+///
+/// assert_eq!(RebuildReason::Growth.to_string(), "the filter grew");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RebuildReason {
+    /// A `rebuild` call.
+    Requested,
+    /// The load passed the policy's threshold.
+    Load,
+    /// The filter added a table.
+    Growth,
+    /// Stale copies passed the policy's share.
+    StaleCopies,
+}
+
+impl fmt::Display for RebuildReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RebuildReason::Requested => "requested",
+            RebuildReason::Load => "the load passed the threshold",
+            RebuildReason::Growth => "the filter grew",
+            RebuildReason::StaleCopies => "stale copies passed the share",
+        })
+    }
+}
+
+/// What a finished rebuild did.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let store = MemoryStore::from_rows((0..500u32).map(|k| (k, ())));
+/// let guard = CacheGuard::new(CuckooFilter::with_capacity(100), store);
+/// guard.warm_up(100, |_| {})?;
+/// let report = guard.rebuild()?;
+/// assert_eq!(report.keys_scanned, 500);
+/// assert_eq!(guard.stats().filter_growth_steps, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RebuildReport {
+    /// Why it ran.
+    pub reason: RebuildReason,
+    /// Keys the store's scan returned.
+    pub keys_scanned: u64,
+    /// Scan pages.
+    pub pages: u64,
+    /// From the start to the swap.
+    pub duration: Duration,
+    /// Fingerprints in the old filter when the rebuild started (keys plus stale copies).
+    pub len_before: usize,
+    /// Tables the old filter had added.
+    pub growth_steps_before: usize,
+    /// Fingerprints in the new filter when it was swapped in.
+    pub len_after: usize,
+    /// The new filter's capacity.
+    pub capacity_after: usize,
+}
+
+/// The filter a guard uses at the moment of the call; a rebuild may swap in another one
+/// while this handle lives (the handle keeps the old one alive, not current).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+/// let filter = guard.filter();
+/// assert!(filter.is_empty());
+/// ```
+pub struct FilterRef<H = ahash::RandomState> {
+    pub(crate) generation: Arc<crate::guard::core::Generation<H>>,
+}
+
+impl<H> Deref for FilterRef<H> {
+    type Target = CuckooFilter<H>;
+
+    fn deref(&self) -> &CuckooFilter<H> {
+        &self.generation.filter
+    }
+}
+
+impl<H> fmt::Debug for FilterRef<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.generation.filter, f)
+    }
+}
