@@ -165,6 +165,24 @@ pub(super) struct GuardCore<H> {
     shards: Sharded<Shard>,
     orphans: Mutex<Vec<u64>>,
     rebuilds: RebuildLog,
+    /// The loom models' negative controls: one protocol step each, broken on purpose.
+    #[cfg(cuckoo_loom)]
+    broken: Broken,
+}
+
+/// A protocol step a loom negative control breaks.
+#[cfg(cuckoo_loom)]
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Broken {
+    /// [R3]: the scan starts without waiting at the gate.
+    pub(crate) gate_skipped: bool,
+    /// [R2]: a delete removes from every filter, the unscanned next one included.
+    pub(crate) delete_from_every_filter: bool,
+    /// [R3]: a rebuild flips the gate without first draining the phase a stopped rebuild
+    /// left undrained.
+    pub(crate) leftover_ignored: bool,
+    /// [R1]: a create inserts into the current filter only, never the next.
+    pub(crate) next_skipped: bool,
 }
 
 impl<H> GuardCore<H> {
@@ -215,6 +233,8 @@ impl<H: BuildHasher> GuardCore<H> {
             shards: Sharded::new(Shard::default),
             orphans: Mutex::new(Vec::new()),
             rebuilds: RebuildLog::new(policy, min_capacity),
+            #[cfg(cuckoo_loom)]
+            broken: Broken::default(),
         }
     }
 
@@ -292,6 +312,10 @@ impl<H: BuildHasher> GuardCore<H> {
             let Some(next) = &filters.next else {
                 return Ok(());
             };
+            #[cfg(cuckoo_loom)]
+            if self.broken.next_skipped {
+                return Ok(());
+            }
             next.filter.insert_hash(hash).inspect_err(|_| {
                 filters.current.filter.remove_hash(hash);
             })?;
@@ -390,7 +414,12 @@ impl<H: BuildHasher> GuardCore<H> {
                 // ORDERING: Acquire; as in `remove_own_copies`.
                 let filters = self.filters.load(Ordering::Acquire, &pin);
                 for generation in filters.both() {
-                    if ticket.ready_before && generation.id == ticket.generation {
+                    #[cfg(cuckoo_loom)]
+                    let generation_matches =
+                        generation.id == ticket.generation || self.broken.delete_from_every_filter;
+                    #[cfg(not(cuckoo_loom))]
+                    let generation_matches = generation.id == ticket.generation;
+                    if ticket.ready_before && generation_matches {
                         if !generation.filter.remove(key) {
                             // The store held a key the filter never saw: it was written
                             // around the guard. Counted, so the misuse shows in the stats.
@@ -485,6 +514,9 @@ impl<H: BuildHasher> GuardCore<H> {
         }
     }
 }
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_tests;
 
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests {

@@ -62,10 +62,10 @@ fn raced_and_validated(t: &Table) -> bool {
 
 /// Records whether any execution of a model reached a state (a census, loom's litmus style).
 #[derive(Clone, Default)]
-pub(super) struct Census(std::sync::Arc<Mutex<bool>>);
+pub(crate) struct Census(std::sync::Arc<Mutex<bool>>);
 
 /// Runs `model` under loom with a fresh census, then asserts the census saw `what`.
-pub(super) fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
+pub(crate) fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
     let census = Census::default();
     let c = census.clone();
     loom::model(move || model(c.clone()));
@@ -73,7 +73,7 @@ pub(super) fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static
 }
 
 impl Census {
-    pub(super) fn saw(&self, reached: bool) {
+    pub(crate) fn saw(&self, reached: bool) {
         if reached {
             *self.0.lock().unwrap() = true;
         }

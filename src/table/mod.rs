@@ -594,4 +594,4 @@ mod tests;
 mod net_move_stress;
 
 #[cfg(all(test, cuckoo_loom))]
-mod loom_tests;
+pub(crate) mod loom_tests;

@@ -4,34 +4,45 @@
 //! # Protocol
 //!
 //! - **[W1] A create enters** before it loads the guard's filters: it reads the phase, counts
-//!   itself in that phase's counter, and reads the phase again; if the phase moved between the
-//!   two reads it uncounts itself and tries again. It stays counted until its store write has
-//!   returned (or its future was dropped, or it panicked), then **[W2] leaves**.
-//! - **[W3] A rebuild flips** the phase after it published its next filter, and **[W4] waits**
-//!   until the old phase's counter reads zero before its scan starts.
+//!   itself in that phase's counter, issues a `SeqCst` fence, and reads the phase again; if the
+//!   phase moved between the two reads it uncounts itself and tries again. It stays counted
+//!   until its store write has returned (or its future was dropped, or it panicked), then
+//!   **[W2] leaves**.
+//! - **[W3] A rebuild** publishes its next filter and issues a `SeqCst` fence; then it
+//!   flips the phase, and **[W4] waits** until the old phase's counter reads zero before its
+//!   scan starts.
 //!
 //! # Why the scan never starts while a create that missed the next filter is in flight
 //!
-//! Every operation here and the filters' publication and load are `SeqCst`, so they fall into
-//! one total order S. Take a create C that loaded the filters without the next one. Its load
-//! precedes the rebuild's publication in S (a `SeqCst` load that misses a `SeqCst` store
-//! precedes it), so its second phase read, its count and its first phase read precede the
-//! publication too, and so the flip and the rebuild's reads of the counter. C's second read saw
-//! the phase p written by the last flip before it in S. If the rebuild's flip is the next flip
-//! after that read, its old phase is p and every one of its zero checks comes after C's count
-//! in S: it sees C counted until C leaves. If another rebuild's flip came in between, that
-//! rebuild flipped away from p after C's count and waited for C to leave; rebuilds run one at a
-//! time, so C left before this rebuild began. Either way C's store write has returned before
-//! the scan starts, and the scan sees it.
+//! The create's fence (after its count, before its filter load) and the rebuild's fence (after
+//! its publication, before any of its counter reads and its flip) are ordered one way or the
+//! other in the total order of `SeqCst` fences:
 //!
-//! A create counted in the new phase read that phase after the flip, hence after the
-//! publication, and loads the next filter: it inserts its key there itself. Such creates are
-//! never waited for, so a stream of creates cannot hold a rebuild back; a create that keeps
-//! entering the old phase sees the flip on its second read and moves to the new one.
+//! - **The rebuild's fence first.** The create's filter load, after its own fence, sees the
+//!   publication (a write before the earlier fence is visible to a read after the later one):
+//!   the create finds the next filter and inserts its key there itself.
+//! - **The create's fence first.** The rebuild's counter reads, after its fence, see the
+//!   create's count. The create's second phase read either saw the phase this flip replaces,
+//!   and then the rebuild waits on exactly that counter until the create leaves; or it saw the
+//!   flip itself, and then (acquiring from the flip, which follows the publication) its filter
+//!   load sees the next filter.
+//!
+//! The counter a rebuild waits on must not hold creates from before an *earlier* flip that
+//! nobody waited for: a rebuild that stops before its wait hands its phase on, and the next
+//! rebuild waits for it to drain (after its own fence) before flipping (module `rebuild`).
+//! Such a create may have loaded the filters after the stopped rebuild withdrew its next
+//! filter; the next rebuild's fence covers it as above, its counter read being the drain of
+//! the handed-on phase. With every flip drained before the next, a create counted in the old
+//! phase is one that entered since the last flip, which the cases above cover.
+//!
+//! A create counted in the new phase is never waited for, so a stream of creates cannot hold a
+//! rebuild back; a create that keeps entering the old phase sees the flip on its second read
+//! and moves to the new one. (The fences are what loom checks: it models `SeqCst` fences but
+//! treats `SeqCst` accesses as acquire/release.)
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicUsize, Ordering};
 
 /// The phase and the two phases' counts of creates in flight.
 #[derive(Debug)]
@@ -54,12 +65,16 @@ impl Gate {
     /// [W1] Counts a create in the current phase; returns the phase to [`leave`](Self::leave).
     pub(crate) fn enter(&self) -> usize {
         loop {
-            // ORDERING: SeqCst; [W1] in the total order with [W3] and [W4] (module docs).
+            // ORDERING: SeqCst; [W1] the phase to count in.
             let phase = self.phase.load(Ordering::SeqCst);
-            // ORDERING: SeqCst; [W1]: a rebuild's [W4] read after this in S sees the count.
+            // ORDERING: SeqCst; [W1] the count a rebuild's [W4] reads.
             self.active[phase].fetch_add(1, Ordering::SeqCst);
-            // ORDERING: SeqCst; [W1]: a flip before this read in S moves the create to the new
-            // phase, whose filters it then loads with the next filter in them.
+            // ORDERING: SeqCst fence; [W1] against the rebuild's fence in [W3]: either the
+            // rebuild's counter reads see the count, or the create's filter load sees the
+            // next filter (module docs).
+            fence(Ordering::SeqCst);
+            // ORDERING: SeqCst (Acquire); [W1]: reading the flip acquires the publication
+            // before it, so the filter load that follows finds the next filter.
             if self.phase.load(Ordering::SeqCst) == phase {
                 return phase;
             }
@@ -77,17 +92,27 @@ impl Gate {
         self.active[phase].fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// [W3] Flips the phase (after the next filter is published); returns the old phase.
+    /// [W3] Called by a rebuild right after it published its next filter, before any
+    /// [`drained`](Self::drained) or [`flip`](Self::flip).
+    pub(crate) fn published(&self) {
+        // ORDERING: SeqCst fence; [W3] against the create's fence in [W1]: after it, the
+        // rebuild's counter reads see every count whose fence came first, and a create whose
+        // fence comes later sees the publication.
+        fence(Ordering::SeqCst);
+    }
+
+    /// [W3] Flips the phase (after [`published`](Self::published)); returns the old phase.
     pub(crate) fn flip(&self) -> usize {
-        // ORDERING: SeqCst; [W3] follows the publication in S and precedes [W4].
+        // ORDERING: SeqCst (Release); [W3]: a create that reads the new phase acquires the
+        // publication sequenced before this flip.
         self.phase.fetch_xor(1, Ordering::SeqCst)
     }
 
     /// [W4] Whether every create counted in `phase` has left.
     pub(crate) fn drained(&self, phase: usize) -> bool {
-        // ORDERING: SeqCst; [W4]: reads every [W1] count that precedes it in S, and (Acquire)
-        // synchronizes with the [W2] it reads, so the scan that follows sees those store
-        // writes.
+        // ORDERING: SeqCst (Acquire); [W4]: after the fence of [W3] it reads every count whose
+        // [W1] fence came first, and it synchronizes with the [W2] it reads, so the scan that
+        // follows sees those creates' store writes.
         self.active[phase].load(Ordering::SeqCst) == 0
     }
 }

@@ -1,0 +1,258 @@
+//! Loom models of the rebuild's hand-off ([R1] to [R3] in the core, [W1] to [W4] in `gate`).
+//!
+//! Every actor is a spawned thread; the main thread only sets up, joins and asserts. Each model
+//! has a negative control that breaks one step and must fail. The store is a loom mutex over a
+//! list of keys; filters hash a `u64` key to itself, so the keys pick their fingerprints and
+//! buckets (the filters here have one bucket: any two keys with one fingerprint collide).
+
+use std::hash::{BuildHasherDefault, Hasher};
+
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+
+use super::{Broken, GuardCore};
+use crate::guard::{RebuildPolicy, RebuildReason, Written};
+use crate::table::loom_tests::{explore, Census};
+use crate::{CuckooFilter, Growth};
+
+/// The created (or deleted) key: fingerprint 7.
+const K: u64 = 0x0000_0001_0000_0007;
+/// Another key with `K`'s fingerprint: in a one-bucket filter, `K`'s copies and `J`'s are
+/// interchangeable.
+const J: u64 = 0x0000_0002_0000_0007;
+
+/// Hashes a `u64` key to itself.
+#[derive(Debug, Default, Clone, Copy)]
+struct Identity(u64);
+
+impl Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("the models hash u64 keys only");
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+type Core = GuardCore<BuildHasherDefault<Identity>>;
+
+/// A warm guard core over a one-bucket filter that may not grow, with `keys` in it.
+fn core(broken: Broken, keys: &[u64]) -> Arc<Core> {
+    let filter = CuckooFilter::builder()
+        .hasher(BuildHasherDefault::<Identity>::default())
+        .capacity(3)
+        .growth(Growth::Fixed)
+        .build()
+        .expect("a tiny filter");
+    let mut core = GuardCore::new(filter, RebuildPolicy::manual());
+    core.broken = broken;
+    for key in keys {
+        let ticket = core
+            .begin_put::<_, ()>(key)
+            .expect("room for the set-up keys");
+        core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
+    }
+    core.finish_warm_up();
+    Arc::new(core)
+}
+
+/// A rebuild on its own thread: waits at the gate, scans the whole store as one page, swaps.
+fn rebuild(core: &Arc<Core>, store: &Arc<Mutex<Vec<u64>>>) -> thread::JoinHandle<()> {
+    let (core, store) = (Arc::clone(core), Arc::clone(store));
+    thread::spawn(move || {
+        let claim = core.claim().expect("the only rebuild");
+        let mut turn = core
+            .begin_rebuild::<()>(claim, RebuildReason::Requested)
+            .expect("a warm core builds its next filter");
+        while !turn.poll_gate::<()>().expect("room for the orphans") {
+            thread::yield_now();
+        }
+        let keys = store.lock().unwrap().clone();
+        turn.load_page::<_, ()>(&keys)
+            .expect("room for the scanned keys");
+        turn.finish();
+    })
+}
+
+/// [R1] [R3] [W1]-[W4]: a create of `K` races a rebuild. Whatever the interleaving, once both
+/// are done the store holds `K` and the (new) current filter must report it. The census asks
+/// for the case the gate exists for: the create loaded the filters before the next one was
+/// published, so only the rebuild's scan can put `K` into the new filter.
+fn create_during_rebuild(broken: Broken, census: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let creator = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            let saw_next = ticket.next.is_some();
+            store.lock().unwrap().push(K);
+            core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
+            saw_next
+        })
+    };
+    let rebuilder = rebuild(&core, &store);
+    let saw_next = creator.join().unwrap();
+    rebuilder.join().unwrap();
+    census.saw(!saw_next);
+    assert_eq!(*store.lock().unwrap(), [K]);
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses a key whose create returned"
+    );
+}
+
+#[test]
+fn loom_rebuild_scan_waits_for_creates_that_missed_the_next_filter() {
+    explore("a create that missed the next filter", |census| {
+        create_during_rebuild(Broken::default(), census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "misses a key whose create returned")]
+fn loom_rebuild_control_gate_flipped_without_waiting() {
+    loom::model(|| {
+        create_during_rebuild(
+            Broken {
+                gate_skipped: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+#[should_panic(expected = "misses a key whose create returned")]
+fn loom_rebuild_control_create_skips_the_next_filter() {
+    loom::model(|| {
+        create_during_rebuild(
+            Broken {
+                next_skipped: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+/// [R3] with a stopped rebuild: a create of `K` races a rebuild that stops right after it
+/// flipped the gate (before its wait), and then a second rebuild that runs to the end. A create
+/// counted before the first flip and loading the filters after the first rebuild withdrew its
+/// next filter is in neither the second rebuild's phase nor its next filter: only the drain of
+/// the first rebuild's phase, before the second flips, keeps the scan from starting early. The
+/// census asks for a create that missed both next filters.
+fn create_across_a_stopped_rebuild(broken: Broken, census: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let creator = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            let saw_next = ticket.next.is_some();
+            store.lock().unwrap().push(K);
+            core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
+            saw_next
+        })
+    };
+    let rebuilder = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let stopped = core.begin_rebuild::<()>(claim, RebuildReason::Requested);
+            drop(stopped.expect("a warm core builds its next filter"));
+            let claim = core.claim().expect("the first rebuild let go of its claim");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = store.lock().unwrap().clone();
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+        })
+    };
+    let saw_next = creator.join().unwrap();
+    rebuilder.join().unwrap();
+    census.saw(!saw_next);
+    assert_eq!(core.stats().rebuilds_failed, 1);
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses a key whose create returned"
+    );
+}
+
+#[test]
+fn loom_rebuild_after_a_stopped_one_drains_its_phase_first() {
+    explore("a create that missed both next filters", |census| {
+        create_across_a_stopped_rebuild(Broken::default(), census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "misses a key whose create returned")]
+fn loom_rebuild_control_stopped_phase_not_drained() {
+    loom::model(|| {
+        create_across_a_stopped_rebuild(
+            Broken {
+                leftover_ignored: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+/// [R2]: `J` and `K` are both in the store and the filter; a delete of `K` races a rebuild. If
+/// the store delete lands before the scan reads the store, the next filter holds only `J`'s
+/// copy, and a delete that removed "`K`'s" copy from it would take `J`'s. The census asks for a
+/// delete that left a copy stale because a rebuild was under way.
+fn delete_during_rebuild(broken: Broken, census: Census) {
+    let core = core(broken, &[J, K]);
+    let store = Arc::new(Mutex::new(vec![J, K]));
+    let deleter = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_delete();
+            store.lock().unwrap().retain(|&key| key != K);
+            core.end_delete(&K, ticket, &Ok::<_, ()>(true));
+        })
+    };
+    let rebuilder = rebuild(&core, &store);
+    deleter.join().unwrap();
+    rebuilder.join().unwrap();
+    census.saw(core.stats().stale_copies > 0);
+    assert_eq!(*store.lock().unwrap(), [J]);
+    assert!(
+        core.filter().contains(&J),
+        "a delete during the rebuild took a copy of another key"
+    );
+}
+
+#[test]
+fn loom_rebuild_delete_leaves_the_unscanned_next_filter_alone() {
+    explore(
+        "a delete that left a stale copy in a rebuild's filter",
+        |census| delete_during_rebuild(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "took a copy of another key")]
+fn loom_rebuild_control_delete_from_every_filter() {
+    loom::model(|| {
+        delete_during_rebuild(
+            Broken {
+                delete_from_every_filter: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
