@@ -34,6 +34,8 @@ const DEFAULT_MAX_PATH_LEN: usize = 5;
 /// ```
 pub struct CuckooFilter<S = RandomState> {
     hash_builder: S,
+    /// The capacity the builder was given, in keys.
+    built_for: usize,
     /// The base table inline, grown tables appended and never replaced while shared: lookups
     /// load them with no epoch pin or hazard pointer (a pin is a full barrier per call).
     tables: Tables,
@@ -546,6 +548,11 @@ impl<S> CuckooFilter<S> {
         self.tables.stats()
     }
 
+    /// The capacity in keys the filter was built for.
+    pub(crate) fn built_for(&self) -> usize {
+        self.built_for
+    }
+
     /// Tables added so far (one atomic load; [`stats`](Self::stats) sums every counter).
     pub(crate) fn growth_steps(&self) -> usize {
         self.tables.growth_steps()
@@ -860,6 +867,7 @@ impl<S> Builder<S> {
         let table = Table::new(bits, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
         Ok(CuckooFilter {
             hash_builder: self.hash_builder,
+            built_for: capacity,
             tables: Tables::new(table, factor, max_steps),
         })
     }

@@ -222,7 +222,7 @@ impl<H> GuardCore<H> {
 
 impl<H: BuildHasher> GuardCore<H> {
     pub(super) fn new(filter: CuckooFilter<H>, policy: RebuildPolicy) -> Self {
-        let min_capacity = filter.capacity();
+        let min_capacity = filter.built_for();
         GuardCore {
             filters: Published::new(Filters {
                 current: Arc::new(Generation { id: 0, filter }),

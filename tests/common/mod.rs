@@ -285,10 +285,11 @@ where
     });
     let present = states.iter().filter(|s| s.load(SeqCst) & 3 == 2).count();
     let stats = guard.stats();
-    assert_eq!(
-        (stats.stale_copies, stats.missing_copies, stats.store_errors),
-        (0, 0, 0)
-    );
+    assert_eq!((stats.missing_copies, stats.store_errors), (0, 0));
+    // Only a delete during a rebuild leaves a copy stale.
+    if stats.rebuilds + stats.rebuilds_failed == 0 {
+        assert_eq!(stats.stale_copies, 0);
+    }
     (checked.load(SeqCst), present)
 }
 

@@ -60,7 +60,7 @@ pub(crate) struct LogSnapshot {
 #[derive(Debug)]
 pub(crate) struct RebuildLog {
     policy: RebuildPolicy,
-    /// The smallest capacity a rebuild builds: the first filter's.
+    /// The smallest capacity (in keys) a rebuild builds: the first filter's.
     min_capacity: usize,
     running: AtomicBool,
     /// Stale copies counted in total; the trigger compares the count since the last rebuild.

@@ -1,0 +1,382 @@
+//! The guard's online rebuild: what it replaces, what it keeps, how it fails, and that no key
+//! goes missing while creates, deletes and lookups run through it.
+
+mod common;
+
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use cuckoo_guard::guard::{
+    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, RebuildPolicy,
+    RebuildReason, ScanPage, Store, Written,
+};
+use cuckoo_guard::{CuckooFilter, Growth};
+
+type Mem = MemoryStore<u64, u64>;
+
+const U64_ROWS: common::Make<u64, u64> = common::Make {
+    key: |k| k,
+    value: |k| k,
+};
+
+fn manual(capacity: usize, store: Mem) -> CacheGuard<Mem> {
+    CacheGuard::with_policy(
+        CuckooFilter::with_capacity(capacity),
+        store,
+        RebuildPolicy::manual(),
+    )
+}
+
+/// Waits until no automatic rebuild runs (they run on their own threads).
+fn settle<St: Store>(guard: &CacheGuard<St>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while guard.stats().rebuilding {
+        assert!(Instant::now() < deadline, "a rebuild ran for 30 seconds");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_rebuild_needs_a_warm_guard() {
+    let guard = manual(100, Mem::new());
+    assert!(matches!(guard.rebuild(), Err(GuardError::Warming)));
+    guard.warm_up(10, |_| {}).unwrap();
+    assert!(guard.rebuild().is_ok());
+}
+
+#[test]
+fn a_rebuild_fits_the_store_and_drops_grown_tables_and_stale_copies() {
+    let guard = manual(100, Mem::new());
+    // While warming, creates insert and deletes leave their copies (stale).
+    for k in 0..2_000u64 {
+        guard.put(&k, &k).unwrap();
+    }
+    for k in 0..1_000u64 {
+        assert!(guard.delete(&k).unwrap());
+    }
+    guard.warm_up(100, |_| {}).unwrap();
+    let before = guard.stats();
+    assert_eq!(before.stale_copies, 1_000);
+    assert!(before.filter_growth_steps > 0, "{before:?}");
+    // 2,000 creates, and the warm-up's 1,000 scanned keys again.
+    assert_eq!(before.filter_len, 3_000);
+
+    let report = guard.rebuild().unwrap();
+    assert_eq!(report.reason, RebuildReason::Requested);
+    assert_eq!(report.keys_scanned, 1_000);
+    assert_eq!(report.pages, 2); // the policy's page of 1,000 keys, then an empty last one
+    assert_eq!((report.len_before, report.len_after), (3_000, 1_000));
+    assert_eq!(report.growth_steps_before, before.filter_growth_steps);
+    let after = guard.stats();
+    assert_eq!(after.filter_len, 1_000);
+    assert_eq!(after.filter_growth_steps, 0);
+    assert_eq!(after.growth_steps, before.filter_growth_steps as u64);
+    assert_eq!(after.rebuilds, 1);
+    assert_eq!(after.last_rebuild, Some(report));
+    assert!(after.filter_capacity >= 1_500, "{after:?}");
+    assert!((1_000..2_000).all(|k| guard.may_contain(&k)));
+    let blocked = (0..1_000).filter(|k| !guard.may_contain(k)).count();
+    assert!(blocked > 990, "deleted keys are blocked again: {blocked}");
+}
+
+#[test]
+fn a_rebuild_keeps_the_smallest_capacity_it_was_given() {
+    let guard = manual(10_000, MemoryStore::from_rows((0..10u64).map(|k| (k, k))));
+    guard.warm_up(100, |_| {}).unwrap();
+    let capacity = guard.stats().filter_capacity;
+    guard.rebuild().unwrap();
+    assert_eq!(guard.stats().filter_capacity, capacity);
+}
+
+/// A store whose scans can be made to fail, and whose puts can be held back: the write lands
+/// only when the test says so, long after the put's future was dropped.
+#[derive(Default)]
+struct Scripted {
+    inner: Mem,
+    fail_scans: AtomicBool,
+    scans: AtomicU64,
+    held_back: Mutex<Vec<(u64, u64)>>,
+    hold_puts: AtomicBool,
+}
+
+#[derive(Debug)]
+struct ScanFailed;
+
+impl fmt::Display for ScanFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("scan failed (injected)")
+    }
+}
+
+impl std::error::Error for ScanFailed {}
+
+fn infallible<T>(result: Result<T, Infallible>) -> T {
+    result.unwrap_or_else(|e| match e {})
+}
+
+impl Store for Scripted {
+    type Key = u64;
+    type Value = u64;
+    type Cursor = u64;
+    type Error = ScanFailed;
+
+    fn get(&self, key: &u64) -> Result<Option<u64>, ScanFailed> {
+        Ok(infallible(Store::get(&self.inner, key)))
+    }
+    fn put(&self, key: &u64, value: &u64) -> Result<Written, ScanFailed> {
+        Ok(infallible(Store::put(&self.inner, key, value)))
+    }
+    fn delete(&self, key: &u64) -> Result<bool, ScanFailed> {
+        Ok(infallible(Store::delete(&self.inner, key)))
+    }
+    fn scan_keys(
+        &self,
+        cursor: Option<&u64>,
+        limit: usize,
+    ) -> Result<ScanPage<u64, u64>, ScanFailed> {
+        self.scans.fetch_add(1, SeqCst);
+        if self.fail_scans.load(SeqCst) {
+            return Err(ScanFailed);
+        }
+        Ok(infallible(Store::scan_keys(&self.inner, cursor, limit)))
+    }
+}
+
+impl AsyncStore for Scripted {
+    type Key = u64;
+    type Value = u64;
+    type Cursor = u64;
+    type Error = ScanFailed;
+
+    async fn get(&self, key: &u64) -> Result<Option<u64>, ScanFailed> {
+        Store::get(self, key)
+    }
+    async fn put(&self, key: &u64, value: &u64) -> Result<Written, ScanFailed> {
+        if self.hold_puts.load(SeqCst) {
+            // The write is on its way (queued on a connection, say) and lands later; this
+            // call never returns.
+            self.held_back.lock().unwrap().push((*key, *value));
+            std::future::pending::<()>().await;
+        }
+        Store::put(self, key, value)
+    }
+    async fn delete(&self, key: &u64) -> Result<bool, ScanFailed> {
+        Store::delete(self, key)
+    }
+    async fn scan_keys(
+        &self,
+        cursor: Option<&u64>,
+        limit: usize,
+    ) -> Result<ScanPage<u64, u64>, ScanFailed> {
+        Store::scan_keys(self, cursor, limit)
+    }
+}
+
+#[test]
+fn a_failed_rebuild_keeps_the_current_filter_and_says_why() {
+    let store = Scripted {
+        inner: MemoryStore::from_rows((0..500u64).map(|k| (k, k))),
+        ..Scripted::default()
+    };
+    let guard = CacheGuard::with_policy(
+        CuckooFilter::with_capacity(1_000),
+        store,
+        RebuildPolicy::manual(),
+    );
+    guard.warm_up(100, |_| {}).unwrap();
+    guard.store().fail_scans.store(true, SeqCst);
+    assert!(matches!(guard.rebuild(), Err(GuardError::Store(ScanFailed))));
+    let stats = guard.stats();
+    assert_eq!((stats.rebuilds, stats.rebuilds_failed), (0, 1));
+    assert_eq!(
+        stats.last_rebuild_error.as_deref(),
+        Some("scan failed (injected)")
+    );
+    assert!(!stats.rebuilding);
+    assert_eq!(stats.filter_len, 500);
+    // Writes during and after the failure are kept; the next rebuild works.
+    guard.put(&1_000, &1).unwrap();
+    guard.store().fail_scans.store(false, SeqCst);
+    let report = guard.rebuild().unwrap();
+    assert_eq!(report.keys_scanned, 501);
+    assert!((0..500).chain([1_000]).all(|k| guard.may_contain(&k)));
+}
+
+/// Polls `future` once: a put that reaches the store call and stays there.
+fn poll_once<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = pin!(future);
+    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    }
+}
+
+#[test]
+fn a_write_that_lands_after_its_future_was_dropped_survives_a_rebuild() {
+    let guard = AsyncCacheGuard::with_policy(
+        CuckooFilter::with_capacity(1_000),
+        Scripted::default(),
+        RebuildPolicy::manual(),
+    );
+    assert!(poll_once(guard.warm_up(100, |_| {})).is_some());
+    guard.store().hold_puts.store(true, SeqCst);
+    // The caller gives up on the put (a timeout, a closed connection): its future is dropped
+    // while the write is still on its way.
+    assert!(poll_once(guard.put(&7, &7)).is_none());
+    assert_eq!(guard.stats().orphaned_writes, 1);
+    // A rebuild scans a store that does not hold 7 yet ...
+    let report = poll_once(guard.rebuild()).unwrap().unwrap();
+    assert_eq!(report.keys_scanned, 0);
+    // ... and then the write lands.
+    let (key, value) = guard.store().held_back.lock().unwrap()[0];
+    Store::put(&guard.store().inner, &key, &value).unwrap();
+    assert!(guard.may_contain(&7), "the orphaned write's key was lost");
+    assert_eq!(poll_once(guard.get(&7)).unwrap().unwrap(), Some(7));
+}
+
+#[test]
+fn one_rebuild_at_a_time() {
+    let store = Scripted {
+        inner: MemoryStore::from_rows((0..100u64).map(|k| (k, k))),
+        ..Scripted::default()
+    };
+    let guard = CacheGuard::with_policy(
+        CuckooFilter::with_capacity(1_000),
+        store,
+        RebuildPolicy::manual().page_size(1).unwrap(),
+    );
+    guard.warm_up(100, |_| {}).unwrap();
+    let refused = AtomicU64::new(0);
+    let finished = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..20 {
+                    match guard.rebuild() {
+                        Ok(report) => {
+                            assert_eq!(report.keys_scanned, 100);
+                            finished.fetch_add(1, SeqCst);
+                        }
+                        Err(GuardError::RebuildRunning) => {
+                            refused.fetch_add(1, SeqCst);
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            });
+        }
+    });
+    let stats = guard.stats();
+    assert_eq!(stats.rebuilds, finished.load(SeqCst));
+    assert_eq!(finished.load(SeqCst) + refused.load(SeqCst), 40);
+    // The warm-up scans 2 pages, each rebuild 101 pages of one key (the last is empty).
+    assert_eq!(guard.store().scans.load(SeqCst), 2 + 101 * stats.rebuilds);
+}
+
+#[test]
+fn automatic_rebuilds_fit_a_guard_that_started_far_too_small() {
+    let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), Mem::new());
+    guard.warm_up(100, |_| {}).unwrap();
+    for k in 0..200_000u64 {
+        guard.put(&k, &k).expect("a create was refused");
+    }
+    settle(&guard);
+    let stats = guard.stats();
+    assert_eq!(stats.writes_refused, 0);
+    assert!(stats.rebuilds >= 1, "{stats:?}");
+    assert!(stats.growth_steps >= 1, "{stats:?}");
+    assert!((0..200_000).all(|k| guard.may_contain(&k)));
+    let blocked = (200_000..300_000u64)
+        .filter(|k| !guard.may_contain(k))
+        .count();
+    assert!(blocked > 99_000, "{blocked} of 100,000 absent keys blocked");
+}
+
+#[test]
+fn a_full_filter_that_may_not_grow_is_rebuilt_before_it_refuses() {
+    // Rebuilt at 90% load into room for 1.5 times its keys, the filter never fills.
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .growth(Growth::Fixed)
+        .build()
+        .unwrap();
+    let guard = CacheGuard::new(filter, Mem::new());
+    guard.warm_up(100, |_| {}).unwrap();
+    let mut refused = 0;
+    for k in 0..50_000u64 {
+        match guard.put(&k, &k) {
+            Ok(_) => {}
+            Err(GuardError::FilterFull(_)) => {
+                // The rebuild was not done in time; it is on its way.
+                refused += 1;
+                settle(&guard);
+                guard.put(&k, &k).unwrap();
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    settle(&guard);
+    let stats = guard.stats();
+    assert!(stats.rebuilds >= 5, "{stats:?}");
+    assert_eq!(stats.writes_refused, refused);
+    assert!((0..50_000).all(|k| guard.may_contain(&k)));
+}
+
+#[test]
+fn async_automatic_rebuilds_run_as_tokio_tasks() {
+    let runtime = common::runtime();
+    runtime.block_on(async {
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), Mem::new());
+        guard.warm_up(100, |_| {}).await.unwrap();
+        for k in 0..100_000u64 {
+            guard.put(&k, &k).await.expect("a create was refused");
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while guard.stats().rebuilding || guard.stats().rebuilds == 0 {
+            assert!(Instant::now() < deadline, "{:?}", guard.stats());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let stats = guard.stats();
+        assert_eq!(stats.writes_refused, 0);
+        for k in 0..100_000u64 {
+            assert_eq!(guard.get(&k).await.unwrap(), Some(k));
+        }
+    });
+}
+
+#[test]
+fn no_false_negatives_while_rebuilds_run_back_to_back() {
+    let guard = CacheGuard::with_policy(
+        CuckooFilter::with_capacity(1_000),
+        Mem::new(),
+        RebuildPolicy::manual().page_size(64).unwrap(),
+    );
+    let done = AtomicBool::new(false);
+    let (checked, present) = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(SeqCst) {
+                match guard.rebuild() {
+                    Ok(_) | Err(GuardError::Warming | GuardError::RebuildRunning) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        let result = common::guard_concurrency_sync(&guard, U64_ROWS, 4_000, 40_000);
+        done.store(true, SeqCst);
+        result
+    });
+    let stats = guard.stats();
+    assert!(stats.rebuilds >= 3, "{stats:?}");
+    assert!(checked > 10_000, "{checked} lookups checked");
+    assert!(guard.filter().len() >= present);
+    println!(
+        "{checked} lookups checked, {} rebuilds, {present} keys at the end",
+        stats.rebuilds
+    );
+}
