@@ -13,8 +13,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{
-    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, RebuildPolicy,
-    RebuildReason, ScanPage, Store, Written,
+    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, RebuildPolicy, RebuildReason,
+    ScanPage, Store, Written,
 };
 use cuckoo_guard::{CuckooFilter, Growth};
 
@@ -191,7 +191,10 @@ fn a_failed_rebuild_keeps_the_current_filter_and_says_why() {
     );
     guard.warm_up(100, |_| {}).unwrap();
     guard.store().fail_scans.store(true, SeqCst);
-    assert!(matches!(guard.rebuild(), Err(GuardError::Store(ScanFailed))));
+    assert!(matches!(
+        guard.rebuild(),
+        Err(GuardError::Store(ScanFailed))
+    ));
     let stats = guard.stats();
     assert_eq!((stats.rebuilds, stats.rebuilds_failed), (0, 1));
     assert_eq!(
@@ -211,7 +214,10 @@ fn a_failed_rebuild_keeps_the_current_filter_and_says_why() {
 /// Polls `future` once: a put that reaches the store call and stays there.
 fn poll_once<F: Future>(future: F) -> Option<F::Output> {
     let mut future = pin!(future);
-    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
         Poll::Ready(output) => Some(output),
         Poll::Pending => None,
     }

@@ -13,13 +13,16 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use crate::backend::{self, Backend};
-use crate::report::{Filter, Phase, Report, Setup, Verification};
+use crate::report::{Filter, Phase, Report, Setup, Verification, Writes};
 use crate::{CliError, Context, DrillArgs};
 
 /// The most rows the drill loads (keys are `1..=N`, attack keys lie above `N`).
 pub(crate) const MAX_ROWS: u64 = 1_000_000_000;
 /// Attack keys are drawn from `N+1..=ATTACK_KEY_MAX`.
 const ATTACK_KEY_MAX: i64 = 1 << 62;
+/// Rows the traffic creates (`--write-share`) lie above the attack keys: thread `t` of phase
+/// `p` creates `CREATED_BASE + ((p * MAX_THREADS + t) << 32) + i` for `i = 0, 1, ...`.
+const CREATED_BASE: i64 = ATTACK_KEY_MAX + 1;
 /// Rows inserted per transaction or pipeline while loading.
 const LOAD_CHUNK: u64 = 50_000;
 /// Keys the guard answered "absent" that each thread keeps for the check against the database.
@@ -45,7 +48,9 @@ fn bar(len: u64, message: &str) -> ProgressBar {
 pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
     let threads = args.threads();
     let seed = args.seed.unwrap_or_else(rand::random);
-    let capacity = (args.rows as f64 * args.headroom).ceil() as u64;
+    let capacity = args
+        .capacity
+        .unwrap_or_else(|| (args.rows as f64 * args.headroom).ceil() as u64);
     let capacity = usize::try_from(capacity).map_err(|_| CliError::new("--rows too large"))?;
     let filter = CuckooFilter::builder()
         .capacity(capacity)
@@ -93,6 +98,34 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         .filter(|key| !backend.guard().filter().contains(key))
         .count() as u64;
 
+    // Every row the traffic created must pass the filter too; then they are deleted again
+    // through the guard, so the table holds the drill's keys for the next run.
+    let created: Vec<i64> = [&direct, &guarded]
+        .iter()
+        .flat_map(|phase| phase.tally.created.iter().copied())
+        .collect();
+    verification.sweep_checked += created.len() as u64;
+    verification.sweep_false_negatives += created
+        .iter()
+        .filter(|key| !backend.guard().filter().contains(key))
+        .count() as u64;
+    let growth = backend.guard().stats();
+    let writes = (args.write_share > 0.0).then(|| Writes {
+        share: args.write_share,
+        creates: direct.tally.creates + guarded.tally.creates,
+        refused: growth.writes_refused + growth.writes_contended,
+        growth_steps: growth.growth_steps,
+        rebuilds: growth.rebuilds,
+        rebuilds_failed: growth.rebuilds_failed,
+        last_rebuild_secs: growth
+            .last_rebuild
+            .as_ref()
+            .map(|r| r.duration.as_secs_f64()),
+        last_rebuild_keys: growth.last_rebuild.as_ref().map(|r| r.keys_scanned),
+        initial_capacity: capacity as u64,
+    });
+    remove_created(backend, &created)?;
+
     let filter = backend.guard().filter();
     let filter = Filter {
         capacity: filter.capacity(),
@@ -124,7 +157,30 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         direct: direct.summary(None),
         guarded: guarded.summary(Some((&before, &after))),
         verification,
+        writes,
     })
+}
+
+/// Deletes the rows the traffic created, through the guard.
+fn remove_created(backend: &dyn Backend, created: &[i64]) -> Result<(), CliError> {
+    if created.is_empty() {
+        return Ok(());
+    }
+    let progress = bar(created.len() as u64, "deleting created rows");
+    for (i, &key) in created.iter().enumerate() {
+        let deleted = backend
+            .guard()
+            .guard_delete(key)
+            .map_err(|e| CliError::new(format!("cannot delete created row {key}: {e}")))?;
+        if !deleted {
+            return Err(CliError::new(format!(
+                "created row {key} was gone before the drill deleted it"
+            )));
+        }
+        progress.set_position(i as u64 + 1);
+    }
+    progress.finish_and_clear();
+    Ok(())
 }
 
 struct Prepared {
@@ -201,6 +257,9 @@ struct Tally {
     errors: u64,
     first_error: Option<String>,
     latency: Histogram<u64>,
+    /// Rows this thread created (`--write-share`).
+    creates: u64,
+    created: Vec<i64>,
 }
 
 impl Tally {
@@ -217,6 +276,8 @@ impl Tally {
             first_error: None,
             latency: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
                 .expect("the bounds are valid"),
+            creates: 0,
+            created: Vec::new(),
         }
     }
 
@@ -235,6 +296,8 @@ impl Tally {
         self.latency
             .add(&other.latency)
             .expect("histograms share their bounds");
+        self.creates += other.creates;
+        self.created.extend(other.created);
     }
 }
 
@@ -361,7 +424,37 @@ fn traffic(
     let first_attack_key = args.rows as i64 + 1;
     let mut tally = Tally::new();
     let guard = backend.guard();
+    let phase = match mode {
+        Mode::Direct => 0,
+        Mode::Guarded => 1,
+    };
+    let first_created =
+        CREATED_BASE + (((phase * crate::MAX_THREADS as u64 + thread) as i64) << 32);
     loop {
+        // No draw at all without writes, so a drill without them sees the same lookups.
+        if args.write_share > 0.0 && rng.random::<f64>() < args.write_share {
+            let key = first_created + tally.created.len() as i64;
+            match guard.guard_put(key) {
+                Ok(true) => {
+                    tally.creates += 1;
+                    tally.created.push(key);
+                }
+                Ok(false) => {
+                    tally.errors += 1;
+                    tally
+                        .first_error
+                        .get_or_insert_with(|| format!("created row {key} existed already"));
+                }
+                Err(error) => {
+                    tally.errors += 1;
+                    tally.first_error.get_or_insert(error);
+                }
+            }
+            if Instant::now() >= deadline {
+                return (tally, Instant::now());
+            }
+            continue;
+        }
         let attack = rng.random::<f64>() < args.attack;
         let key = if attack {
             rng.random_range(first_attack_key..=ATTACK_KEY_MAX)

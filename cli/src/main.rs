@@ -34,7 +34,7 @@ enum Command {
 }
 
 /// The most traffic threads (each keeps a latency histogram and a sample of keys).
-const MAX_THREADS: usize = 1024;
+pub(crate) const MAX_THREADS: usize = 1024;
 
 /// Options of the drill.
 #[derive(Debug, Clone, Args)]
@@ -64,6 +64,14 @@ pub(crate) struct DrillArgs {
     /// Filter capacity as a multiple of the rows (room for creates after warm-up).
     #[arg(long, default_value_t = 1.1, value_name = "FACTOR")]
     pub(crate) headroom: f64,
+    /// The filter's starting capacity in keys, instead of the rows times --headroom: a filter
+    /// too small grows, and the guard rebuilds it from the database to fit.
+    #[arg(long, value_name = "KEYS")]
+    pub(crate) capacity: Option<u64>,
+    /// Share of requests that create a new row through the guard, 0 to 1 (the rest are
+    /// lookups); the rows created are deleted through the guard after the check.
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
+    pub(crate) write_share: f64,
     /// The table (SQLite, PostgreSQL) or key namespace (Redis) of the drill's rows.
     #[arg(long, default_value = "cuckoo_guard_drill", value_name = "NAME")]
     pub(crate) table: String,
@@ -112,6 +120,17 @@ impl DrillArgs {
         }
         if !(self.headroom.is_finite() && self.headroom >= 1.0 && self.headroom <= 100.0) {
             return Err("--headroom must be a factor between 1 and 100".into());
+        }
+        if let Some(capacity) = self.capacity {
+            if !(1..=drill::MAX_ROWS).contains(&capacity) {
+                return Err(format!(
+                    "--capacity must be between 1 and {} keys",
+                    drill::MAX_ROWS
+                ));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.write_share) {
+            return Err("--write-share must be a share between 0 and 1".into());
         }
         if self.table.is_empty() {
             return Err("--table must not be empty".into());

@@ -81,6 +81,24 @@ pub(crate) struct Verification {
     pub(crate) attack_keys_present: u64,
 }
 
+/// The rows the traffic created (`--write-share`), and how the filter kept up.
+#[derive(Debug)]
+pub(crate) struct Writes {
+    pub(crate) share: f64,
+    /// Rows created through the guard (both phases).
+    pub(crate) creates: u64,
+    /// Creates the guard refused (no room, or contention). Must be 0.
+    pub(crate) refused: u64,
+    /// Tables the filter added over the run.
+    pub(crate) growth_steps: u64,
+    pub(crate) rebuilds: u64,
+    pub(crate) rebuilds_failed: u64,
+    pub(crate) last_rebuild_secs: Option<f64>,
+    pub(crate) last_rebuild_keys: Option<u64>,
+    /// The filter's starting capacity in keys.
+    pub(crate) initial_capacity: u64,
+}
+
 /// Everything the drill measured.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -89,6 +107,7 @@ pub(crate) struct Report {
     pub(crate) direct: Phase,
     pub(crate) guarded: Phase,
     pub(crate) verification: Verification,
+    pub(crate) writes: Option<Writes>,
 }
 
 impl Report {
@@ -145,6 +164,11 @@ impl Report {
                 "the drill's table changed underneath it ({} rows missing, {} attack keys present)",
                 v.rows_missing, v.attack_keys_present
             ));
+        }
+        if let Some(w) = &self.writes {
+            if w.refused > 0 {
+                failures.push(format!("{} creates refused by the guard", w.refused));
+            }
         }
         for (name, phase) in [
             ("without guard", &self.direct),
@@ -297,6 +321,25 @@ pub(crate) fn to_table(r: &Report) -> String {
         f.fingerprint_bits,
         percent(Some(s.requested_fpr), 4)
     );
+    if let Some(w) = &r.writes {
+        let _ = writeln!(
+            out,
+            "  writes                 {:.0}% of requests: {} rows created, {} refused; filter started at {} keys, \
+             grew {} times, rebuilt {} times ({} failed){}",
+            w.share * 100.0,
+            thousands(w.creates),
+            thousands(w.refused),
+            thousands(w.initial_capacity),
+            w.growth_steps,
+            w.rebuilds,
+            w.rebuilds_failed,
+            match (w.last_rebuild_secs, w.last_rebuild_keys) {
+                (Some(secs), Some(keys)) =>
+                    format!("; the last scanned {} keys in {secs:.2} s", thousands(keys)),
+                _ => String::new(),
+            }
+        );
+    }
     let _ = writeln!(
         out,
         "  false negatives        {} (re-queried: {} legitimate keys answered absent, {} sampled blocked keys; \
@@ -363,6 +406,17 @@ pub(crate) fn to_json(r: &Report) -> Value {
         "attack_queries_cut": r.attack_queries_cut(),
         "db_queries_cut": r.db_queries_cut(),
         "observed_false_positive_rate": r.observed_fpr(),
+        "writes": r.writes.as_ref().map(|w| json!({
+            "share": w.share,
+            "creates": w.creates,
+            "refused": w.refused,
+            "initial_capacity": w.initial_capacity,
+            "growth_steps": w.growth_steps,
+            "rebuilds": w.rebuilds,
+            "rebuilds_failed": w.rebuilds_failed,
+            "last_rebuild_seconds": w.last_rebuild_secs,
+            "last_rebuild_keys": w.last_rebuild_keys,
+        })),
         "verification": {
             "legit_absent_checked": v.legit_absent_checked,
             "legit_absent_unchecked": v.legit_absent_unchecked,

@@ -303,12 +303,14 @@ impl fmt::Display for RebuildReason {
 /// # Examples
 ///
 /// ```
-/// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+/// use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy};
 /// use cuckoo_guard::CuckooFilter;
 ///
 /// let store = MemoryStore::from_rows((0..500u32).map(|k| (k, ())));
-/// let guard = CacheGuard::new(CuckooFilter::with_capacity(100), store);
+/// let filter = CuckooFilter::with_capacity(100);
+/// let guard = CacheGuard::with_policy(filter, store, RebuildPolicy::manual());
 /// guard.warm_up(100, |_| {})?;
+/// assert!(guard.stats().filter_growth_steps > 0);
 /// let report = guard.rebuild()?;
 /// assert_eq!(report.keys_scanned, 500);
 /// assert_eq!(guard.stats().filter_growth_steps, 0);

@@ -9,7 +9,9 @@ mod sqlite;
 use std::future::Future;
 use std::time::Duration;
 
-use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardStats, Store};
+use cuckoo_guard::guard::{
+    AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardStats, Store, Written,
+};
 use cuckoo_guard::CuckooFilter;
 use tokio::runtime::Runtime;
 
@@ -48,6 +50,12 @@ pub(crate) trait Guarded: Sync {
 
     /// Looks `key` up through the guard. `Ok(true)` if it has a row.
     fn guard_get(&self, key: i64) -> Result<bool, String>;
+
+    /// Creates (or updates) the row `key` through the guard. `Ok(true)` if it created it.
+    fn guard_put(&self, key: i64) -> Result<bool, String>;
+
+    /// Deletes the row `key` through the guard. `Ok(true)` if there was one.
+    fn guard_delete(&self, key: i64) -> Result<bool, String>;
 
     /// The guard's counters.
     fn stats(&self) -> GuardStats;
@@ -261,7 +269,7 @@ fn connect<T, E: std::error::Error + 'static>(
 
 impl<S> Guarded for CacheGuard<S>
 where
-    S: Store<Key = i64>,
+    S: Store<Key = i64, Value = String>,
     CacheGuard<S>: Sync,
 {
     fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError> {
@@ -281,6 +289,16 @@ where
         self.get(&key)
             .map(|row| row.is_some())
             .map_err(|e| e.to_string())
+    }
+
+    fn guard_put(&self, key: i64) -> Result<bool, String> {
+        self.put(&key, &value_of(key))
+            .map(|written| written == Written::Created)
+            .map_err(|e| e.to_string())
+    }
+
+    fn guard_delete(&self, key: i64) -> Result<bool, String> {
+        self.delete(&key).map_err(|e| e.to_string())
     }
 
     fn stats(&self) -> GuardStats {
@@ -317,7 +335,7 @@ impl<S: AsyncStore> AsyncGuard<S> {
 
 impl<S> Guarded for AsyncGuard<S>
 where
-    S: AsyncStore<Key = i64>,
+    S: AsyncStore<Key = i64, Value = String>,
     AsyncGuard<S>: Sync,
 {
     fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError> {
@@ -336,6 +354,20 @@ where
 
     fn guard_get(&self, key: i64) -> Result<bool, String> {
         self.request(self.guard.get(&key))
+    }
+
+    fn guard_put(&self, key: i64) -> Result<bool, String> {
+        bounded(
+            &self.runtime,
+            REQUEST_TIMEOUT,
+            self.guard.put(&key, &value_of(key)),
+        )
+        .map(|written| written == Written::Created)
+        .map_err(|e| e.to_string())
+    }
+
+    fn guard_delete(&self, key: i64) -> Result<bool, String> {
+        bounded(&self.runtime, REQUEST_TIMEOUT, self.guard.delete(&key)).map_err(|e| e.to_string())
     }
 
     fn stats(&self) -> GuardStats {
