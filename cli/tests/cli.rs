@@ -66,6 +66,25 @@ fn check_report(report: &Value, rows: u64) {
     );
 }
 
+/// The checks of a drill with `--write-share` that started from a small filter.
+fn check_writes(report: &Value, rows: u64) {
+    assert_eq!(report["passed"], true);
+    let writes = &report["writes"];
+    let creates = writes["creates"].as_u64().unwrap();
+    assert!(creates > 1_000, "{writes}");
+    assert_eq!(writes["refused"], 0, "{writes}");
+    assert!(writes["growth_steps"].as_u64().unwrap() >= 1, "{writes}");
+    assert!(writes["rebuilds"].as_u64().unwrap() >= 1, "{writes}");
+    assert_eq!(writes["rebuilds_failed"], 0, "{writes}");
+    // Every row, loaded or created, passed the filter after the traffic.
+    let v = &report["verification"];
+    assert_eq!(v["sweep_checked"].as_u64().unwrap(), rows + creates);
+    assert_eq!(v["sweep_false_negatives"], 0);
+    assert_eq!(v["false_negatives"], 0);
+    let cut = report["attack_queries_cut"].as_f64().unwrap();
+    assert!(cut >= 0.99, "attack queries cut by only {cut}");
+}
+
 fn sqlite_path(dir: &Path) -> String {
     dir.join("drill.sqlite").to_str().unwrap().to_string()
 }
@@ -76,6 +95,19 @@ fn the_default_drill_runs_on_a_temporary_sqlite_database() {
     check_report(&report, 20_000);
     assert_eq!(report["setup"]["kind"], "sqlite");
     assert_eq!(report["setup"]["rows_reused"], false);
+}
+
+#[test]
+fn a_small_filter_grows_and_is_rebuilt_under_writes() {
+    let report = passing_drill(&[
+        "--rows",
+        "20000",
+        "--capacity",
+        "1000",
+        "--write-share",
+        "0.2",
+    ]);
+    check_writes(&report, 20_000);
 }
 
 #[test]
@@ -148,6 +180,9 @@ fn bad_input_gets_one_line_and_exit_code_2() {
         (vec!["--threads", "100000"], "--threads"),
         (vec!["--rows", "100000000000"], "--rows"),
         (vec!["--duration", "0"], "--duration"),
+        (vec!["--write-share", "2"], "--write-share"),
+        (vec!["--write-share=-0.1"], "--write-share"),
+        (vec!["--capacity", "0"], "--capacity"),
         (vec!["--db", &db, "--no-create"], "does not exist"),
         (vec!["--db", not_a_db.to_str().unwrap()], "not a database"),
         (vec!["--db", "mysql://localhost/x"], "unknown scheme"),
@@ -217,6 +252,21 @@ fn the_drill_runs_against_postgres() {
     assert_eq!(report["setup"]["kind"], "postgres");
     let again = passing_drill(&["--db", &url, "--table", &table, "--rows", "5000"]);
     assert_eq!(again["setup"]["rows_reused"], true);
+    // Writes from a small filter; the created rows are deleted again, so the table is reused.
+    let writes = passing_drill(&[
+        "--db",
+        &url,
+        "--table",
+        &table,
+        "--rows",
+        "5000",
+        "--capacity",
+        "500",
+        "--write-share",
+        "0.3",
+    ]);
+    check_writes(&writes, 5000);
+    assert_eq!(writes["setup"]["rows_reused"], true);
     // Leave nothing behind.
     drop_pg_table(&url, &table);
     // A table that is not there, with --no-create: one line, exit 2.
