@@ -13,11 +13,11 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{servers, Blocking};
-use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, GuardStats};
+use common::servers;
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, GuardStats, Store, Written};
 use cuckoo_guard::stores::{PostgresStore, RedisStore, SqliteStore};
 use cuckoo_guard::CuckooFilter;
 
@@ -64,85 +64,143 @@ fn rate(from: &Sample, to: &Sample) -> f64 {
     }
 }
 
-async fn drive<S>(name: &str, store: S, key: fn(u64) -> S::Key, value: fn(u64) -> S::Value)
+/// The guard calls the stress test makes, on plain threads: a sync guard's directly, an async
+/// guard's through its runtime (whose workers then run the automatic rebuilds).
+trait StressGuard: Send + Sync {
+    fn warm_up(&self);
+    fn put(&self, k: u64) -> bool;
+    fn delete(&self, k: u64) -> bool;
+    /// Whether the guard found `k` (and its value is right).
+    fn get(&self, k: u64) -> bool;
+    fn stats(&self) -> GuardStats;
+}
+
+struct Threaded<S: Store>(CacheGuard<S>);
+
+impl<S> StressGuard for Threaded<S>
 where
-    S: AsyncStore + 'static,
-    S::Key: Send + Sync + 'static,
-    S::Value: PartialEq + std::fmt::Debug + Send + Sync + 'static,
+    S: Store<Key = i64, Value = i64> + Send + Sync,
+    S::Cursor: Send,
     S::Error: std::fmt::Debug,
 {
-    let target = creates_target();
-    let guard = Arc::new(AsyncCacheGuard::new(
-        CuckooFilter::with_capacity(1_000),
-        store,
-    ));
-    guard.warm_up(1_000, |_| {}).await.unwrap();
-    let started = Instant::now();
-    let done = Arc::new(AtomicBool::new(false));
-    let checked = Arc::new(AtomicU64::new(0));
+    fn warm_up(&self) {
+        self.0.warm_up(1_000, |_| {}).unwrap();
+    }
+    fn put(&self, k: u64) -> bool {
+        self.0.put(&(k as i64), &(k as i64)).unwrap() == Written::Created
+    }
+    fn delete(&self, k: u64) -> bool {
+        self.0.delete(&(k as i64)).unwrap()
+    }
+    fn get(&self, k: u64) -> bool {
+        match self.0.get(&(k as i64)).unwrap() {
+            Some(v) => v == k as i64 || panic!("key {k} has value {v}"),
+            None => false,
+        }
+    }
+    fn stats(&self) -> GuardStats {
+        self.0.stats()
+    }
+}
 
-    // Samples every 50 ms, and at each rebuild a window boundary.
-    let samples = Arc::new(Mutex::new(vec![Sample::of(&guard.stats())]));
-    let monitor = {
-        let (guard, done, samples) = (Arc::clone(&guard), Arc::clone(&done), Arc::clone(&samples));
-        tokio::spawn(async move {
+struct Async<S: AsyncStore> {
+    guard: AsyncCacheGuard<S>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl<S> StressGuard for Async<S>
+where
+    S: AsyncStore<Key = i64, Value = i64> + 'static,
+    S::Error: std::fmt::Debug,
+{
+    fn warm_up(&self) {
+        self.runtime
+            .block_on(self.guard.warm_up(1_000, |_| {}))
+            .unwrap();
+    }
+    fn put(&self, k: u64) -> bool {
+        self.runtime
+            .block_on(self.guard.put(&(k as i64), &(k as i64)))
+            .unwrap()
+            == Written::Created
+    }
+    fn delete(&self, k: u64) -> bool {
+        self.runtime
+            .block_on(self.guard.delete(&(k as i64)))
+            .unwrap()
+    }
+    fn get(&self, k: u64) -> bool {
+        match self.runtime.block_on(self.guard.get(&(k as i64))).unwrap() {
+            Some(v) => v == k as i64 || panic!("key {k} has value {v}"),
+            None => false,
+        }
+    }
+    fn stats(&self) -> GuardStats {
+        self.guard.stats()
+    }
+}
+
+fn drive(name: &str, guard: &dyn StressGuard) {
+    let target = creates_target();
+    guard.warm_up();
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let checked = AtomicU64::new(0);
+    // Samples every 50 ms; a change of the rebuild count marks a window boundary.
+    let samples = Mutex::new(vec![Sample::of(&guard.stats())]);
+    std::thread::scope(|s| {
+        s.spawn(|| {
             while !done.load(SeqCst) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                std::thread::sleep(Duration::from_millis(50));
                 samples.lock().unwrap().push(Sample::of(&guard.stats()));
             }
-        })
-    };
-
-    let mut writers = Vec::new();
-    for w in 0..2u64 {
-        let (guard, checked) = (Arc::clone(&guard), Arc::clone(&checked));
-        writers.push(tokio::spawn(async move {
-            let mut x = w + 1;
-            let mut live: Vec<u64> = Vec::new();
-            let mut created = 0;
-            let mut next = w;
-            while created < target / 2 {
-                x = x
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                let k = next;
-                next += 2;
-                guard
-                    .put(&key(k), &value(k))
-                    .await
-                    .unwrap_or_else(|e| panic!("create of {k} refused or failed: {e:?}"));
-                created += 1;
-                live.push(k);
-                // One delete per four creates, of a random live key of this writer.
-                if created % 4 == 0 {
-                    let i = (x >> 33) as usize % live.len();
-                    let gone = live.swap_remove(i);
-                    assert!(guard.delete(&key(gone)).await.unwrap());
-                }
-                // A read of a live key (it must be found) and two of absent keys.
-                let i = (x >> 13) as usize % live.len();
-                let k = live[i];
-                let found = guard.get(&key(k)).await.unwrap();
-                assert_eq!(found, Some(value(k)), "false negative for key {k}");
-                checked.fetch_add(1, SeqCst);
-                for a in 0..2 {
-                    let absent = ABSENT + (x >> (20 + a)) % (1 << 30);
-                    assert_eq!(guard.get(&key(absent)).await.unwrap(), None);
-                }
-            }
-        }));
-    }
-    for writer in writers {
-        writer.await.unwrap();
-    }
-    // Let a rebuild that is running finish, then sample once more.
-    while guard.stats().rebuilding {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    done.store(true, SeqCst);
-    monitor.await.unwrap();
+        });
+        let writers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let checked = &checked;
+                s.spawn(move || {
+                    let mut x = w + 1;
+                    let mut live: Vec<u64> = Vec::new();
+                    let mut created = 0;
+                    let mut next = w;
+                    while created < target / 2 {
+                        x = x
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1_442_695_040_888_963_407);
+                        let k = next;
+                        next += 2;
+                        assert!(guard.put(k), "key {k} existed already");
+                        created += 1;
+                        live.push(k);
+                        // One delete per four creates, of a random live key of this writer.
+                        if created % 4 == 0 {
+                            let i = (x >> 33) as usize % live.len();
+                            let gone = live.swap_remove(i);
+                            assert!(guard.delete(gone));
+                        }
+                        // A read of a live key (it must be found) and two of absent keys.
+                        let k = live[(x >> 13) as usize % live.len()];
+                        assert!(guard.get(k), "false negative for key {k}");
+                        checked.fetch_add(1, SeqCst);
+                        for a in 0..2 {
+                            assert!(!guard.get(ABSENT + (x >> (20 + a)) % (1 << 30)));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        // Let a rebuild that is running finish before the last sample.
+        while guard.stats().rebuilding {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        done.store(true, SeqCst);
+    });
     let last = guard.stats();
-    samples.lock().unwrap().push(Sample::of(&last));
+    let mut samples = samples.into_inner().unwrap();
+    samples.push(Sample::of(&last));
 
     assert_eq!(last.writes_refused, 0, "{last:?}");
     assert_eq!(last.writes_contended, 0, "{last:?}");
@@ -151,7 +209,7 @@ where
 
     println!(
         "{name}: {} creates, {} deletes, {} checked reads, 0 false negatives, 0 refused; \
-         {} rebuilds ({} failed), {} growth steps, {:.1} s; observed false-positive rate {:.5}%",
+         {} rebuilds ({} failed), {} growth steps, {:.1} s; observed false-positive rate {:.4}%",
         last.creates,
         last.deletes,
         checked.load(SeqCst),
@@ -161,14 +219,13 @@ where
         started.elapsed().as_secs_f64(),
         last.observed_false_positive_rate * 100.0,
     );
-    // Windows between rebuilds: the rate observed in each, with the filter's state.
-    let samples = samples.lock().unwrap();
+    // Windows between rebuilds: the rate observed in each, and the filter as it ended.
+    println!("{name}: window                  fingerprints  tables added  observed FP rate");
     let mut start = samples[0];
-    println!("{name}: window  fingerprints  growth steps  observed FP rate");
     for pair in samples.windows(2) {
         if pair[1].rebuilds != pair[0].rebuilds {
             println!(
-                "{name}: before rebuild {}: {:>10}  {:>5}  {:.5}%",
+                "{name}: before rebuild {:>3}      {:>12}  {:>12}  {:.4}%",
                 pair[1].rebuilds,
                 pair[0].filter_len,
                 pair[0].growth_steps,
@@ -179,7 +236,7 @@ where
     }
     let end = samples[samples.len() - 1];
     println!(
-        "{name}: after the last rebuild: {:>10}  {:>5}  {:.5}%",
+        "{name}: after the last rebuild  {:>12}  {:>12}  {:.4}%",
         end.filter_len,
         end.growth_steps,
         rate(&start, &end) * 100.0
@@ -193,7 +250,8 @@ fn sqlite_guard_grows_and_rebuilds_without_losing_a_key() {
         .create_table_if_missing(true)
         .open()
         .unwrap();
-    common::runtime().block_on(drive("SQLite", Blocking(store), |k| k as i64, |k| k as i64));
+    let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+    drive("SQLite", &Threaded(guard));
 }
 
 #[test]
@@ -201,15 +259,20 @@ fn postgres_guard_grows_and_rebuilds_without_losing_a_key() {
     let Some(url) = servers::server_url(&servers::POSTGRES) else {
         return;
     };
-    common::runtime().block_on(async {
-        let table = common::unique_name("stress");
-        let store = PostgresStore::<i64, i64>::builder(&url)
+    let runtime = common::runtime();
+    let table = common::unique_name("stress");
+    let store = runtime.block_on(
+        PostgresStore::<i64, i64>::builder(&url)
             .table(&table)
             .create_table_if_missing(true)
-            .connect()
-            .await
-            .unwrap();
-        drive("PostgreSQL", store, |k| k as i64, |k| k as i64).await;
+            .connect(),
+    );
+    let guard = Async {
+        guard: AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store.unwrap()),
+        runtime: runtime.handle().clone(),
+    };
+    drive("PostgreSQL", &guard);
+    runtime.block_on(async {
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await
             .unwrap();
@@ -226,13 +289,18 @@ fn redis_guard_grows_and_rebuilds_without_losing_a_key() {
     let Some(url) = servers::server_url(&servers::REDIS) else {
         return;
     };
-    common::runtime().block_on(async {
-        let namespace = common::unique_name("stress");
-        let store = RedisStore::<u64, u64>::connect(&url, &namespace)
-            .await
-            .unwrap();
-        let (rows, index) = (store.rows_key().to_owned(), store.index_key().to_owned());
-        drive("Redis", store, |k| k, |k| k).await;
+    let runtime = common::runtime();
+    let namespace = common::unique_name("stress");
+    let store = runtime
+        .block_on(RedisStore::<i64, i64>::connect(&url, &namespace))
+        .unwrap();
+    let (rows, index) = (store.rows_key().to_owned(), store.index_key().to_owned());
+    let guard = Async {
+        guard: AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store),
+        runtime: runtime.handle().clone(),
+    };
+    drive("Redis", &guard);
+    runtime.block_on(async {
         let client = redis::Client::open(url.as_str()).unwrap();
         let mut connection = client.get_multiplexed_async_connection().await.unwrap();
         let _: () = redis::cmd("DEL")
