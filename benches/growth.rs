@@ -94,27 +94,40 @@ fn guard_lookups(c: &mut Criterion) {
     let mut group = c.benchmark_group("guard/lookup/1M");
     group.throughput(Throughput::Elements(QUERIES as u64));
     for &t in &THREADS {
-        group.bench_function(BenchmarkId::new("filter.contains (no pin)", format!("{t}t")), |b| {
-            b.iter_custom(|iters| {
-                timed_split(iters, t, &misses, |qs| {
-                    black_box(qs.iter().filter(|k| filter.contains(*k)).count());
+        group.bench_function(
+            BenchmarkId::new("filter.contains (no pin)", format!("{t}t")),
+            |b| {
+                b.iter_custom(|iters| {
+                    timed_split(iters, t, &misses, |qs| {
+                        black_box(qs.iter().filter(|k| filter.contains(*k)).count());
+                    })
                 })
-            })
-        });
-        group.bench_function(BenchmarkId::new("guard.may_contain (pin)", format!("{t}t")), |b| {
-            b.iter_custom(|iters| {
-                timed_split(iters, t, &misses, |qs| {
-                    black_box(qs.iter().filter(|k| guard.may_contain(k)).count());
+            },
+        );
+        group.bench_function(
+            BenchmarkId::new("guard.may_contain (pin)", format!("{t}t")),
+            |b| {
+                b.iter_custom(|iters| {
+                    timed_split(iters, t, &misses, |qs| {
+                        black_box(qs.iter().filter(|k| guard.may_contain(k)).count());
+                    })
                 })
-            })
-        });
-        group.bench_function(BenchmarkId::new("guard.get (pin, counters)", format!("{t}t")), |b| {
-            b.iter_custom(|iters| {
-                timed_split(iters, t, &misses, |qs| {
-                    black_box(qs.iter().filter(|k| guard.get(k).unwrap().is_some()).count());
+            },
+        );
+        group.bench_function(
+            BenchmarkId::new("guard.get (pin, counters)", format!("{t}t")),
+            |b| {
+                b.iter_custom(|iters| {
+                    timed_split(iters, t, &misses, |qs| {
+                        black_box(
+                            qs.iter()
+                                .filter(|k| guard.get(k).unwrap().is_some())
+                                .count(),
+                        );
+                    })
                 })
-            })
-        });
+            },
+        );
     }
     group.finish();
 }
@@ -190,7 +203,11 @@ fn postgres_rebuilds(c: &mut Criterion) {
         )))
         .unwrap();
     let store = runtime
-        .block_on(PostgresStore::<i64, String>::builder(&url).table(table).connect())
+        .block_on(
+            PostgresStore::<i64, String>::builder(&url)
+                .table(table)
+                .connect(),
+        )
         .unwrap();
     let policy = RebuildPolicy::manual().page_size(10_000).unwrap();
     let guard = AsyncCacheGuard::with_policy(CuckooFilter::with_capacity(1_000), store, policy);

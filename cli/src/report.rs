@@ -247,12 +247,12 @@ pub(crate) fn to_table(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "  filter: {}-bit fingerprints, {} of {} slots ({:.1}% load, capacity {}x the rows), {:.1} MiB ({:.1} bits per row)",
+        "  filter: {}-bit fingerprints, {} of {} slots ({:.1}% load, {:.2} slots per row), {:.1} MiB ({:.1} bits per row)",
         f.fingerprint_bits,
         thousands(f.len as u64),
         thousands(f.capacity as u64),
         f.load_factor * 100.0,
-        s.headroom,
+        f.capacity as f64 / s.rows as f64,
         f.memory_bytes as f64 / (1024.0 * 1024.0),
         f.memory_bytes as f64 * 8.0 / s.rows as f64
     );

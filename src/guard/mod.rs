@@ -40,13 +40,31 @@
 //! and calling `warm_up` again resumes after the last page loaded in full. One warm-up runs
 //! at a time: a call while another runs gets [`GuardError::WarmUpRunning`].
 //!
-//! # When the filter is full
+//! # Growth and online rebuild
 //!
 //! A filter built with the default [`Growth`](crate::Growth) adds a table when an insert finds
-//! no room, so creates are not refused for lack of room. A filter that may not grow (or has
-//! added every table it may) refuses a create that finds no room with
-//! [`GuardError::FilterFull`] before the store is touched: storing it would create a key the
-//! filter cannot report.
+//! no room, so creates are not refused for lack of room; each table adds its own false
+//! positives. The guard then rebuilds: it scans the store's keys into a new filter sized for
+//! them (with headroom), while lookups and writes go on, and swaps it in, which brings back one
+//! table, the design false-positive rate, and drops stale copies. Rebuilds start on their own
+//! by the [`RebuildPolicy`] (the filter grew, its load passed 90%, stale copies passed 10% of
+//! its fingerprints), one at a time, on a background thread ([`CacheGuard`]) or a tokio task
+//! ([`AsyncCacheGuard`] with the `tokio` feature); [`CacheGuard::rebuild`] runs one on demand.
+//! A guard therefore needs no final size: it starts from the filter it is given, grows while
+//! the warm-up loads the store, and is rebuilt to fit.
+//!
+//! During a rebuild the consistency rules extend to two filters (the protocol and its
+//! argument are in the `core` module's source): a create inserts into both before its store
+//! write, the scan waits for every create that began before the new filter was published (the
+//! *writer gate*), a delete removes only from the filter that was complete when it began, and a
+//! write whose outcome is unknown is remembered ([`GuardStats::orphaned_writes`]) and inserted
+//! into every later rebuild, since it may still land after some scan. A rebuild that fails
+//! (a store error, say) leaves the current filter in place ([`GuardStats::rebuilds_failed`],
+//! [`GuardStats::last_rebuild_error`]); an automatic one is retried after a pause.
+//!
+//! A filter that may not grow (or has added every table it may) refuses a create that finds
+//! no room with [`GuardError::FilterFull`] before the store is touched: storing it would create
+//! a key the filter cannot report.
 //! A create whose filter insert gives up because concurrent writers kept changing its cuckoo
 //! paths is refused the same way, with [`GuardError::FilterContended`]: rare, and worth a
 //! retry rather than a bigger filter.
