@@ -14,7 +14,6 @@
 //!   skipped without one.
 
 #[path = "contenders.rs"]
-#[allow(dead_code)]
 mod contenders;
 
 use std::hint::black_box;

@@ -316,9 +316,11 @@ impl<H: BuildHasher> GuardCore<H> {
             if self.broken.next_skipped {
                 return Ok(());
             }
-            next.filter.insert_hash(hash).inspect_err(|_| {
+            if let Err(error) = next.filter.insert_hash(hash) {
+                // The copy just added to the current filter is this create's own.
                 filters.current.filter.remove_hash(hash);
-            })?;
+                return Err(error);
+            }
             ticket.next = Some(next.id);
             Ok(())
         });
