@@ -99,7 +99,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Adds one copy of `key`'s fingerprint.
     ///
     /// Inserting a key twice stores two copies, and each [`remove`](Self::remove) takes one
-    /// out. A key's two buckets hold at most 8 copies.
+    /// out. A key's two buckets hold at most 8 copies per table: past that, a filter that may
+    /// grow adds a table (the 9th, 17th, ... copy each cost a table twice the last), one that
+    /// may not fails with [`InsertError::Full`]. Keep copies of one key few.
     ///
     /// # Errors
     ///
@@ -512,9 +514,12 @@ impl<S> CuckooFilter<S> {
     /// out the copy of a key inserted after the clear that shares its fingerprint and buckets,
     /// exactly as removing a key never inserted can.
     ///
-    /// Runs under every stripe lock, so it waits for writers in progress and holds off new
-    /// ones while it runs (O(capacity)). Lookups keep running; one that overlaps the clear
-    /// retries and may answer "present" (a false positive) rather than wait for it.
+    /// Runs under every stripe lock of a table, so it waits for writers in progress there and
+    /// holds off new ones while it clears it (O(capacity)). A filter that has grown is cleared
+    /// one table at a time: keys inserted before the clear began are all removed and keys
+    /// inserted after it returned are all kept, but of inserts that overlap it some may be
+    /// kept and others not, whatever their order. Lookups keep running; one that overlaps
+    /// the clear retries and may answer "present" (a false positive) rather than wait for it.
     ///
     /// # Examples
     ///

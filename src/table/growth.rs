@@ -407,3 +407,6 @@ impl Tables {
 
 #[cfg(all(test, cuckoo_loom))]
 mod loom_tests;
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod sequence_tests;

@@ -213,3 +213,58 @@ fn loom_growth_unique_inserts_race_growth() {
 fn loom_growth_unique_control_unchecked_newest() {
     loom::model(|| unique_inserts_race_growth(false));
 }
+
+/// A net move inside an older table under a lookup that reads the newest table
+/// first. The base table has two buckets, and `K` and `K2` share fingerprint 7 and the base
+/// pair {0, 1} (but not a pair in the grown table). Bucket 0 holds `K` and three fillers. A
+/// stale writer puts `K2` into the base table (bucket 1, its primary being full), then removes
+/// `K2`: no match in the grown table, so it takes the first match in the base table, in its
+/// primary bucket 0, which is `K`'s copy; `K2`'s copy in bucket 1 stands in for `K`. A lookup
+/// of `K` (grown table, then base) must find it, from a validated read of the base.
+fn stale_net_move_in_an_older_table(unversioned_take: bool, census: Census) {
+    let base = Table::new(16, 2, 1, 0).expect("a tiny table");
+    let t = Arc::new(Tables::new(base, 1, 1));
+    assert_eq!(t.insert(K, false), Ok(Inserted::Added));
+    for fp in 1..=3 {
+        assert_eq!(t.insert(filler(fp), false), Ok(Inserted::Added));
+    }
+    t.grow(0).unwrap();
+    let writer = spawn(&t, move |t| {
+        // A writer that loaded `grown` before the growth [G2].
+        assert_eq!(t.base().insert(K2, false), Ok(Inserted::Added));
+        let removed = if unversioned_take {
+            // [G3] newest first, but the base table's take has no version window.
+            let Table::Fp16(base) = t.base() else {
+                unreachable!("a 16-bit flat base")
+            };
+            !t.table(1).remove(K2) && base.remove_unversioned(base.probe(K2))
+        } else {
+            t.remove(K2)
+        };
+        assert!(removed, "a remove of an inserted key found no copy");
+    });
+    let reader = spawn(&t, |t| t.find(K));
+    writer.join().unwrap();
+    let found = reader.join().unwrap();
+    assert!(
+        found.is_some(),
+        "false negative: K lost to a net move in the base table"
+    );
+    assert_eq!(t.count(K), 1, "K2's copy must stand in for K");
+    assert_eq!(t.count(K2), 1);
+    let stats = t.base().stats();
+    census.saw(found == Some(0) && stats.read_retries > 0 && stats.read_fallbacks == 0);
+}
+
+#[test]
+fn loom_growth_stale_net_move_in_an_older_table() {
+    explore("a lookup of K raced the net move and validated", |c| {
+        stale_net_move_in_an_older_table(false, c)
+    });
+}
+
+#[test]
+#[should_panic(expected = "K lost to a net move in the base table")]
+fn loom_growth_stale_net_move_control_unversioned_take() {
+    loom::model(|| stale_net_move_in_an_older_table(true, Census::default()));
+}
