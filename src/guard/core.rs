@@ -183,6 +183,8 @@ pub(crate) struct Broken {
     pub(crate) leftover_ignored: bool,
     /// [R1]: a create inserts into the current filter only, never the next.
     pub(crate) next_skipped: bool,
+    /// [W3]: no fence between the flip and the rebuild's counter reads.
+    pub(crate) flip_unfenced: bool,
 }
 
 impl<H> GuardCore<H> {

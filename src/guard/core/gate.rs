@@ -27,6 +27,13 @@
 //!   flip itself, and then (acquiring from the flip, which follows the publication) its filter
 //!   load sees the next filter.
 //!
+//! A second fence, after the flip and before the counter reads, settles which phase a create
+//! counts in against each flip: either the rebuild's reads see its count, or its second phase
+//! read sees the flip (and it recounts in the new phase). So a create cannot stay counted in a
+//! phase, on a stale read of it, after a rebuild drained that phase: the next rebuild, which
+//! waits only on the other phase, would miss it. (`SeqCst` reads alone exclude this too; the
+//! fence states it in the terms loom checks.)
+//!
 //! The counter a rebuild waits on must not hold creates from before an *earlier* flip that
 //! nobody waited for: a rebuild that stops before its wait hands its phase on, and the next
 //! rebuild waits for it to drain (after its own fence) before flipping (module `rebuild`).
@@ -105,6 +112,18 @@ impl Gate {
     pub(crate) fn flip(&self) -> usize {
         // ORDERING: SeqCst (Release); [W3]: a create that reads the new phase acquires the
         // publication sequenced before this flip.
+        let old = self.phase.fetch_xor(1, Ordering::SeqCst);
+        // ORDERING: SeqCst fence; [W3] against the create's fence in [W1], for the phase:
+        // either this rebuild's counter reads see the create's count, or the create's second
+        // phase read sees the flip and it moves to the new phase.
+        fence(Ordering::SeqCst);
+        old
+    }
+
+    /// [W3] without the fence after the flip: a loom negative control.
+    #[cfg(cuckoo_loom)]
+    pub(crate) fn flip_unfenced(&self) -> usize {
+        // ORDERING: SeqCst; the broken variant of `flip`.
         self.phase.fetch_xor(1, Ordering::SeqCst)
     }
 

@@ -236,6 +236,15 @@ impl<H: BuildHasher> GuardCore<H> {
         (!waiting && self.rebuilds.try_claim()).then_some(reason)
     }
 
+    /// [W3] The gate's flip (or, in a loom negative control, its unfenced variant).
+    fn flip(&self) -> usize {
+        #[cfg(cuckoo_loom)]
+        if self.broken.flip_unfenced {
+            return self.gate.flip_unfenced();
+        }
+        self.gate.flip()
+    }
+
     /// [R3] Starts a rebuild under `claim`: builds the next filter, publishes it beside the
     /// current one and flips the gate (or first waits for an earlier turn's phase).
     pub(crate) fn begin_rebuild<'c, E>(
@@ -281,7 +290,7 @@ impl<H: BuildHasher> GuardCore<H> {
         self.gate.published();
         let stage = match undrained {
             Some(phase) => Stage::Leftover(phase),
-            None => Stage::Flipped(self.gate.flip()),
+            None => Stage::Flipped(self.flip()),
         };
         Ok(RebuildTurn {
             core: self,
@@ -311,7 +320,7 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
             if !self.drained(phase) {
                 return Ok(false);
             }
-            self.stage = Stage::Flipped(core.gate.flip());
+            self.stage = Stage::Flipped(core.flip());
         }
         if let Stage::Flipped(phase) = self.stage {
             if !self.drained(phase) {
