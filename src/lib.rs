@@ -101,6 +101,8 @@ mod error;
 mod filter;
 mod fingerprint;
 pub mod guard;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod sharded;
 mod sizing;
 mod stats;
@@ -108,6 +110,8 @@ mod stats;
 pub mod stores;
 mod sync;
 mod table;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use crate::error::{BuildError, InsertError};
 pub use crate::filter::{Builder, CuckooFilter, Displacement, Growth};

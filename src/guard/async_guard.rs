@@ -141,8 +141,46 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// }
     /// ```
     pub async fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>> {
-        let admission = self.core().admit(key);
-        if admission == Admission::Blocked {
+        self.get_admitted(key, self.admit(key)).await
+    }
+
+    /// As [`CacheGuard::admit`](super::CacheGuard::admit): the filter's decision, counted,
+    /// without the store; synchronous and non-blocking, so safe on any executor thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{Admission, AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// assert_eq!(guard.admit(&3), Admission::Warming);
+    /// ```
+    pub fn admit(&self, key: &St::Key) -> Admission {
+        self.core().admit(key)
+    }
+
+    /// As [`CacheGuard::get_admitted`](super::CacheGuard::get_admitted).
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Store`] if the store fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// async fn lookup(guard: &AsyncCacheGuard<MemoryStore<u8, u8>>) -> Option<u8> {
+    ///     let admission = guard.admit(&1);
+    ///     guard.get_admitted(&1, admission).await.unwrap()
+    /// }
+    /// ```
+    pub async fn get_admitted(
+        &self,
+        key: &St::Key,
+        admission: Admission,
+    ) -> Result<Option<St::Value>, GuardError<St::Error>> {
+        if admission.is_blocked() {
             return Ok(None);
         }
         let result = self.inner.store.get(key).await;

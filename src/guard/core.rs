@@ -80,15 +80,53 @@ impl<H> Filters<H> {
     }
 }
 
-/// What the filter decided for a lookup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Admission {
-    /// Definitely absent: answer `None` without the store.
+/// What a guard's filter decided for one lookup, counted in its [`GuardStats`].
+///
+/// [`CacheGuard::get`](super::CacheGuard::get) is [`admit`](super::CacheGuard::admit) then
+/// [`get_admitted`](super::CacheGuard::get_admitted); splitting them lets a middleware decide
+/// before the handler runs (the `tower` feature's `GuardLayer`) and the handler finish the
+/// lookup without counting it twice.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{Admission, CacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::from_rows([(1u8, 'a')]));
+/// assert_eq!(guard.admit(&2), Admission::Warming);
+/// guard.warm_up(10, |_| {})?;
+/// assert_eq!(guard.admit(&2), Admission::Blocked);
+/// assert_eq!(guard.admit(&1), Admission::Pass);
+/// assert_eq!(guard.get_admitted(&1, Admission::Pass)?, Some('a'));
+/// assert_eq!(guard.stats().lookups, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Admission {
+    /// Definitely absent: answer "no such key" without the store.
     Blocked,
     /// Maybe present: ask the store.
     Pass,
     /// Warming up: the filter is incomplete, ask the store.
     Warming,
+}
+
+impl Admission {
+    /// Whether the filter answered "definitely absent".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::Admission;
+    ///
+    /// assert!(Admission::Blocked.is_blocked());
+    /// assert!(!Admission::Warming.is_blocked());
+    /// ```
+    pub fn is_blocked(self) -> bool {
+        self == Self::Blocked
+    }
 }
 
 /// Taken before a store delete: whether the warm-up had finished when the delete began, and

@@ -99,6 +99,7 @@ mod sync_guard;
 use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
+pub use self::core::Admission;
 pub use self::memory::MemoryStore;
 pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};

@@ -149,8 +149,55 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>> {
-        let admission = self.core().admit(key);
-        if admission == Admission::Blocked {
+        self.get_admitted(key, self.admit(key))
+    }
+
+    /// The first step of [`get`](Self::get): the filter's decision for `key`, counted as a
+    /// lookup in the [stats](Self::stats). Never touches the store, never blocks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{Admission, CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// guard.warm_up(10, |_| {})?;
+    /// assert_eq!(guard.admit(&3), Admission::Blocked);
+    /// assert_eq!(guard.stats().blocked, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn admit(&self, key: &St::Key) -> Admission {
+        self.core().admit(key)
+    }
+
+    /// The second step of [`get`](Self::get), for a lookup [`admit`](Self::admit) decided:
+    /// `Ok(None)` at once if it was blocked, otherwise the store's answer, counted (a hit, or
+    /// a false positive). The lookup itself is not counted again.
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Store`] if the store fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::from_rows([(1u8, 'a')]));
+    /// guard.warm_up(10, |_| {})?;
+    /// let admission = guard.admit(&1);
+    /// assert_eq!(guard.get_admitted(&1, admission)?, Some('a'));
+    /// assert_eq!((guard.stats().lookups, guard.stats().store_hits), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_admitted(
+        &self,
+        key: &St::Key,
+        admission: Admission,
+    ) -> Result<Option<St::Value>, GuardError<St::Error>> {
+        if admission.is_blocked() {
             return Ok(None);
         }
         let result = self.inner.store.get(key);

@@ -1,0 +1,326 @@
+//! A guard's stats through the [`metrics`](https://docs.rs/metrics) facade (feature
+//! `metrics`), so any exporter (Prometheus, StatsD, OpenTelemetry) can publish them.
+//!
+//! The guard counts in its own sharded counters, which cost nothing to keep; [`record`] copies
+//! a [`GuardStats`] snapshot into the installed recorder as counters (absolute values) and
+//! gauges, each labelled `guard` with the name given. Call it where the exporter reads: in a
+//! scrape handler before rendering, or on a timer. [`describe`] registers units and help
+//! text once.
+//!
+//! | metric | kind | from |
+//! |---|---|---|
+//! | `cuckoo_guard_lookups_total` | counter | [`GuardStats::lookups`] |
+//! | `cuckoo_guard_blocked_total` | counter | [`GuardStats::blocked`] |
+//! | `cuckoo_guard_passed_total` | counter | [`GuardStats::passed`] |
+//! | `cuckoo_guard_passed_while_warming_total` | counter | [`GuardStats::passed_while_warming`] |
+//! | `cuckoo_guard_store_hits_total` | counter | [`GuardStats::store_hits`] |
+//! | `cuckoo_guard_false_positives_total` | counter | [`GuardStats::false_positives`] |
+//! | `cuckoo_guard_store_errors_total` | counter | [`GuardStats::store_errors`] |
+//! | `cuckoo_guard_writes_total{kind}` | counter | creates, updates, deletes |
+//! | `cuckoo_guard_writes_refused_total{reason}` | counter | `full`, `contended` |
+//! | `cuckoo_guard_growth_steps_total` | counter | [`GuardStats::growth_steps`] |
+//! | `cuckoo_guard_rebuilds_total{outcome}` | counter | `swapped`, `failed` |
+//! | `cuckoo_guard_observed_false_positive_rate` | gauge | [`GuardStats::observed_false_positive_rate`] |
+//! | `cuckoo_guard_filter_load_factor` | gauge | [`GuardStats::filter_load_factor`] |
+//! | `cuckoo_guard_filter_fingerprints` | gauge | [`GuardStats::filter_len`] |
+//! | `cuckoo_guard_filter_capacity` | gauge | [`GuardStats::filter_capacity`] |
+//! | `cuckoo_guard_filter_memory_bytes` | gauge | [`GuardStats::filter_memory_bytes`] |
+//! | `cuckoo_guard_stale_copies` | gauge | [`GuardStats::stale_copies`] |
+//! | `cuckoo_guard_orphaned_writes` | gauge | [`GuardStats::orphaned_writes`] |
+//! | `cuckoo_guard_warming` | gauge | 1 while warming up, else 0 |
+//! | `cuckoo_guard_rebuilding` | gauge | 1 while a rebuild runs, else 0 |
+//! | `cuckoo_guard_last_rebuild_seconds` | gauge | the last rebuild's duration |
+//! | `cuckoo_guard_last_rebuild_keys` | gauge | the keys its scan returned |
+//!
+//! # Examples
+//!
+//! ```
+//! use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+//! use cuckoo_guard::CuckooFilter;
+//!
+//! let guard = CacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
+//! guard.warm_up(10, |_| {})?;
+//! guard.get(&1)?;
+//!
+//! cuckoo_guard::metrics::describe();
+//! // With no recorder installed this does nothing; with one, the exporter sees
+//! // cuckoo_guard_blocked_total{guard="users"} 1.
+//! cuckoo_guard::metrics::record(&guard.stats(), "users");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use metrics::{counter, describe_counter, describe_gauge, gauge, Unit};
+
+use crate::guard::GuardStats;
+
+/// Registers the unit and help text of every metric [`record`] writes, with the installed
+/// recorder; call it once after installing one.
+///
+/// # Examples
+///
+/// ```
+/// cuckoo_guard::metrics::describe();
+/// ```
+pub fn describe() {
+    describe_counter!(
+        "cuckoo_guard_lookups_total",
+        Unit::Count,
+        "Lookups made through the guard."
+    );
+    describe_counter!(
+        "cuckoo_guard_blocked_total",
+        Unit::Count,
+        "Lookups the filter answered absent without the store."
+    );
+    describe_counter!(
+        "cuckoo_guard_passed_total",
+        Unit::Count,
+        "Lookups sent on to the store (filter said maybe, or warming up)."
+    );
+    describe_counter!(
+        "cuckoo_guard_passed_while_warming_total",
+        Unit::Count,
+        "Lookups sent to the store because the warm-up had not finished."
+    );
+    describe_counter!(
+        "cuckoo_guard_store_hits_total",
+        Unit::Count,
+        "Lookups the store answered with a value."
+    );
+    describe_counter!(
+        "cuckoo_guard_false_positives_total",
+        Unit::Count,
+        "Lookups the filter passed and the store found absent."
+    );
+    describe_counter!(
+        "cuckoo_guard_store_errors_total",
+        Unit::Count,
+        "Store calls that failed."
+    );
+    describe_counter!(
+        "cuckoo_guard_writes_total",
+        Unit::Count,
+        "Writes through the guard, by kind (create, update, delete)."
+    );
+    describe_counter!(
+        "cuckoo_guard_writes_refused_total",
+        Unit::Count,
+        "Writes refused before the store, by reason (full, contended)."
+    );
+    describe_counter!(
+        "cuckoo_guard_growth_steps_total",
+        Unit::Count,
+        "Tables the guard's filters added because a create found no room."
+    );
+    describe_counter!(
+        "cuckoo_guard_rebuilds_total",
+        Unit::Count,
+        "Rebuilds of the filter from the store, by outcome (swapped, failed)."
+    );
+    describe_gauge!(
+        "cuckoo_guard_observed_false_positive_rate",
+        "False positives over false positives plus blocked lookups."
+    );
+    describe_gauge!(
+        "cuckoo_guard_filter_load_factor",
+        "Fingerprints over fingerprint slots."
+    );
+    describe_gauge!(
+        "cuckoo_guard_filter_fingerprints",
+        Unit::Count,
+        "Fingerprints in the filter (keys plus stale copies)."
+    );
+    describe_gauge!(
+        "cuckoo_guard_filter_capacity",
+        Unit::Count,
+        "Fingerprint slots in the filter."
+    );
+    describe_gauge!(
+        "cuckoo_guard_filter_memory_bytes",
+        Unit::Bytes,
+        "Heap bytes of the filter."
+    );
+    describe_gauge!(
+        "cuckoo_guard_stale_copies",
+        Unit::Count,
+        "Filter copies kept though their key may be gone (false positives, never negatives)."
+    );
+    describe_gauge!(
+        "cuckoo_guard_orphaned_writes",
+        Unit::Count,
+        "Writes with unknown outcome, inserted into every rebuild."
+    );
+    describe_gauge!(
+        "cuckoo_guard_warming",
+        "1 while the guard warms up and passes every lookup to the store."
+    );
+    describe_gauge!("cuckoo_guard_rebuilding", "1 while a rebuild runs.");
+    describe_gauge!(
+        "cuckoo_guard_last_rebuild_seconds",
+        Unit::Seconds,
+        "Duration of the last finished rebuild."
+    );
+    describe_gauge!(
+        "cuckoo_guard_last_rebuild_keys",
+        Unit::Count,
+        "Keys the last finished rebuild's scan returned."
+    );
+}
+
+/// Writes `stats` into the installed recorder, labelled `guard = name`: see the
+/// [module](self) for the metrics.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
+/// cuckoo_guard::metrics::record(&guard.stats(), "sessions");
+/// ```
+pub fn record(stats: &GuardStats, name: &str) {
+    let guard = name.to_owned();
+    let counters = [
+        ("cuckoo_guard_lookups_total", stats.lookups),
+        ("cuckoo_guard_blocked_total", stats.blocked),
+        ("cuckoo_guard_passed_total", stats.passed),
+        (
+            "cuckoo_guard_passed_while_warming_total",
+            stats.passed_while_warming,
+        ),
+        ("cuckoo_guard_store_hits_total", stats.store_hits),
+        ("cuckoo_guard_false_positives_total", stats.false_positives),
+        ("cuckoo_guard_store_errors_total", stats.store_errors),
+        ("cuckoo_guard_growth_steps_total", stats.growth_steps),
+    ];
+    for (metric, value) in counters {
+        counter!(metric, "guard" => guard.clone()).absolute(value);
+    }
+    for (kind, value) in [
+        ("create", stats.creates),
+        ("update", stats.updates),
+        ("delete", stats.deletes),
+    ] {
+        counter!("cuckoo_guard_writes_total", "guard" => guard.clone(), "kind" => kind)
+            .absolute(value);
+    }
+    for (reason, value) in [
+        ("full", stats.writes_refused),
+        ("contended", stats.writes_contended),
+    ] {
+        counter!("cuckoo_guard_writes_refused_total", "guard" => guard.clone(), "reason" => reason)
+            .absolute(value);
+    }
+    for (outcome, value) in [
+        ("swapped", stats.rebuilds),
+        ("failed", stats.rebuilds_failed),
+    ] {
+        counter!("cuckoo_guard_rebuilds_total", "guard" => guard.clone(), "outcome" => outcome)
+            .absolute(value);
+    }
+    let (last_seconds, last_keys) = stats.last_rebuild.as_ref().map_or((0.0, 0.0), |report| {
+        (report.duration.as_secs_f64(), report.keys_scanned as f64)
+    });
+    let gauges = [
+        (
+            "cuckoo_guard_observed_false_positive_rate",
+            stats.observed_false_positive_rate,
+        ),
+        ("cuckoo_guard_filter_load_factor", stats.filter_load_factor),
+        ("cuckoo_guard_filter_fingerprints", stats.filter_len as f64),
+        ("cuckoo_guard_filter_capacity", stats.filter_capacity as f64),
+        (
+            "cuckoo_guard_filter_memory_bytes",
+            stats.filter_memory_bytes as f64,
+        ),
+        ("cuckoo_guard_stale_copies", stats.stale_copies as f64),
+        ("cuckoo_guard_orphaned_writes", stats.orphaned_writes as f64),
+        ("cuckoo_guard_warming", f64::from(u8::from(stats.warming))),
+        (
+            "cuckoo_guard_rebuilding",
+            f64::from(u8::from(stats.rebuilding)),
+        ),
+        ("cuckoo_guard_last_rebuild_seconds", last_seconds),
+        ("cuckoo_guard_last_rebuild_keys", last_keys),
+    ];
+    for (metric, value) in gauges {
+        gauge!(metric, "guard" => guard.clone()).set(value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use metrics_util::MetricKind;
+
+    use super::*;
+    use crate::guard::{CacheGuard, MemoryStore};
+    use crate::CuckooFilter;
+
+    #[test]
+    fn record_writes_the_stats_labelled_with_the_guard() {
+        let store = MemoryStore::from_rows((0..10u32).map(|k| (k, ())));
+        let guard = CacheGuard::new(CuckooFilter::with_capacity(100), store);
+        guard.warm_up(100, |_| {}).unwrap();
+        for key in 0..20 {
+            guard.get(&key).unwrap();
+        }
+        guard.put(&100, &()).unwrap();
+        let stats = guard.stats();
+
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || record(&stats, "users"));
+        let values: Vec<_> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| (key, value))
+            .collect();
+        let find = |kind: MetricKind, name: &str, labels: &[(&str, &str)]| {
+            let found: Vec<_> = values
+                .iter()
+                .filter(|(key, _)| {
+                    key.kind() == kind
+                        && key.key().name() == name
+                        && key.key().labels().count() == labels.len() + 1
+                        && key
+                            .key()
+                            .labels()
+                            .any(|l| l.key() == "guard" && l.value() == "users")
+                        && labels.iter().all(|(k, v)| {
+                            key.key().labels().any(|l| l.key() == *k && l.value() == *v)
+                        })
+                })
+                .collect();
+            assert_eq!(found.len(), 1, "{name} {labels:?}");
+            &found[0].1
+        };
+        assert_eq!(
+            find(MetricKind::Counter, "cuckoo_guard_lookups_total", &[]),
+            &DebugValue::Counter(20)
+        );
+        assert_eq!(
+            find(MetricKind::Counter, "cuckoo_guard_blocked_total", &[]),
+            &DebugValue::Counter(stats.blocked)
+        );
+        assert!(stats.blocked >= 9, "{stats:?}");
+        assert_eq!(
+            find(
+                MetricKind::Counter,
+                "cuckoo_guard_writes_total",
+                &[("kind", "create")]
+            ),
+            &DebugValue::Counter(1)
+        );
+        assert_eq!(
+            find(MetricKind::Gauge, "cuckoo_guard_filter_fingerprints", &[]),
+            &DebugValue::Gauge(11.0.into())
+        );
+        assert_eq!(
+            find(MetricKind::Gauge, "cuckoo_guard_warming", &[]),
+            &DebugValue::Gauge(0.0.into())
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! The tower layer: blocked requests never reach the service, passed ones carry their
+//! admission, requests without a key pass untouched; it composes with axum's `route_layer` and
+//! `ServiceBuilder`.
+#![cfg(feature = "tower")]
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Extension, Router};
+use cuckoo_guard::guard::{Admission, AsyncCacheGuard, CacheGuard, MemoryStore};
+use cuckoo_guard::tower::{key, GuardLayer};
+use cuckoo_guard::CuckooFilter;
+use http::request::Parts;
+use http::{Request, Response, StatusCode};
+use tower::{service_fn, ServiceBuilder, ServiceExt};
+
+type Guard = CacheGuard<MemoryStore<u64, String>>;
+
+fn guard(rows: impl IntoIterator<Item = u64>) -> Guard {
+    let store = MemoryStore::from_rows(rows.into_iter().map(|id| (id, format!("user {id}"))));
+    let guard = CacheGuard::new(CuckooFilter::with_capacity(10_000), store);
+    guard.warm_up(1_000, |_| {}).unwrap();
+    guard
+}
+
+async fn user(
+    State(guard): State<Guard>,
+    Path(id): Path<u64>,
+    admission: Option<Extension<Admission>>,
+) -> Result<String, StatusCode> {
+    let Extension(admission) = admission.ok_or(StatusCode::INTERNAL_SERVER_ERROR)?;
+    guard
+        .get_admitted(&id, admission)
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?
+        .ok_or(StatusCode::NOT_FOUND)
+}
+
+fn app(guard: &Guard, handled: &Arc<AtomicUsize>) -> Router {
+    let handled = Arc::clone(handled);
+    Router::new()
+        .route(
+            "/users/{id}",
+            get(move |state, path, admission| {
+                handled.fetch_add(1, Ordering::Relaxed);
+                user(state, path, admission)
+            }),
+        )
+        .route("/health", get(|| async { "ok" }))
+        .route_layer(GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)))
+        .with_state(guard.clone())
+}
+
+async fn status(app: &Router, uri: &str) -> (StatusCode, Vec<u8>) {
+    let response = app
+        .clone()
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, body.to_vec())
+}
+
+#[tokio::test]
+async fn absent_keys_are_answered_without_the_handler() {
+    let guard = guard(0..1_000);
+    let handled = Arc::new(AtomicUsize::new(0));
+    let app = app(&guard, &handled);
+
+    for id in 0..1_000 {
+        let (code, body) = status(&app, &format!("/users/{id}")).await;
+        assert_eq!(code, StatusCode::OK, "existing id {id}");
+        assert_eq!(body, format!("user {id}").into_bytes());
+    }
+    assert_eq!(handled.load(Ordering::Relaxed), 1_000);
+
+    let mut not_found = 0;
+    for id in 1_000_000..1_010_000u64 {
+        let (code, body) = status(&app, &format!("/users/{id}")).await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        assert!(body.is_empty());
+        not_found += 1;
+    }
+    let stats = guard.stats();
+    // Only the filter's false positives reached the handler, and each of them was counted
+    // once: by the layer as a pass, by the handler as a false positive.
+    let reached = handled.load(Ordering::Relaxed) - 1_000;
+    assert_eq!(reached as u64, stats.false_positives);
+    assert_eq!(stats.blocked + stats.false_positives, not_found);
+    assert_eq!(stats.lookups, 11_000);
+    assert!(stats.blocked > 9_900, "{stats:?}");
+}
+
+#[tokio::test]
+async fn requests_without_a_key_and_unguarded_routes_pass() {
+    let guard = guard(0..10);
+    let handled = Arc::new(AtomicUsize::new(0));
+    let app = app(&guard, &handled);
+    assert_eq!(status(&app, "/health").await.0, StatusCode::OK);
+    // "abc" does not parse as u64: the layer lets it through, the handler's `Path` rejects it.
+    assert_eq!(status(&app, "/users/abc").await.0, StatusCode::BAD_REQUEST);
+    // No route: the route layer never runs.
+    assert_eq!(status(&app, "/nothing/5").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(guard.stats().lookups, 0);
+}
+
+#[tokio::test]
+async fn a_created_key_passes_at_once_and_a_deleted_one_is_blocked() {
+    let guard = guard(0..10);
+    let handled = Arc::new(AtomicUsize::new(0));
+    let app = app(&guard, &handled);
+    assert_eq!(status(&app, "/users/500").await.0, StatusCode::NOT_FOUND);
+    guard.put(&500, &"new".to_string()).unwrap();
+    assert_eq!(
+        status(&app, "/users/500").await,
+        (StatusCode::OK, b"new".to_vec())
+    );
+    guard.delete(&500).unwrap();
+    assert_eq!(status(&app, "/users/500").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_warming_guard_passes_everything() {
+    let store = MemoryStore::from_rows([(1u64, "one".to_string())]);
+    let guard = CacheGuard::new(CuckooFilter::with_capacity(100), store);
+    let handled = Arc::new(AtomicUsize::new(0));
+    let app = app(&guard, &handled);
+    assert_eq!(status(&app, "/users/1").await.0, StatusCode::OK);
+    assert_eq!(status(&app, "/users/2").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(handled.load(Ordering::Relaxed), 2);
+    assert_eq!(guard.stats().passed_while_warming, 2);
+}
+
+#[tokio::test]
+async fn the_async_guard_and_a_custom_response_through_service_builder() {
+    let store = MemoryStore::from_rows([("ada".to_string(), ())]);
+    let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(100), store);
+    guard.warm_up(10, |_| {}).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let service = ServiceBuilder::new()
+        .layer(
+            GuardLayer::new(guard.clone(), key::header::<String>("x-user")).on_blocked(
+                |parts: &Parts| {
+                    let mut response = Response::new(format!("no {}", parts.uri.path()));
+                    *response.status_mut() = StatusCode::FORBIDDEN;
+                    response
+                },
+            ),
+        )
+        .service(service_fn(move |request: Request<()>| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            let admission = request.extensions().get::<Admission>().copied();
+            async move { Ok::<_, Infallible>(Response::new(format!("{admission:?}"))) }
+        }));
+    let ask = |user: Option<&str>| {
+        let mut request = Request::get("/p");
+        if let Some(user) = user {
+            request = request.header("x-user", user);
+        }
+        request.body(()).unwrap()
+    };
+
+    let found = service.clone().oneshot(ask(Some("ada"))).await.unwrap();
+    assert_eq!(found.body(), "Some(Pass)");
+    let blocked = service.clone().oneshot(ask(Some("bob"))).await.unwrap();
+    assert_eq!(blocked.status(), StatusCode::FORBIDDEN);
+    assert_eq!(blocked.body(), "no /p");
+    let unkeyed = service.clone().oneshot(ask(None)).await.unwrap();
+    assert_eq!(unkeyed.body(), "None");
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    assert_eq!(guard.stats().blocked, 1);
+}
+
+#[test]
+fn the_layered_service_is_clone_send_and_sync() {
+    fn check<T: Clone + Send + Sync + 'static>(_: &T) {}
+    let guard = guard(0..1);
+    let handled = Arc::new(AtomicUsize::new(0));
+    check(&app(&guard, &handled));
+    let layer = GuardLayer::new(
+        Arc::new(CuckooFilter::with_capacity(10)),
+        key::query::<u32>("id"),
+    );
+    check(&layer);
+    let service = ServiceBuilder::new()
+        .layer(layer)
+        .service(service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(()))
+        }));
+    check(&service);
+}
