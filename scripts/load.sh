@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Load test of the users service (service/) with wrk: an attack mix of half existing ids (a hot
+# set of HOT users the cache holds) and half absent ids (each one new), with and without the
+# guard's layer, against SQLite and PostgreSQL.
+#
+#   bash scripts/load.sh           # 20 s per run; writes the table into BENCHMARKS.md
+#   bash scripts/load.sh --short   # 5 s per run (CI); prints the table
+#
+# Each run: start the service on a free port (ROWS users seeded), fill its cache with the hot
+# set, then drive it with wrk and read the database queries it made from /stats. Fails if the
+# guard does not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=20
+SHORT=0
+if [ "${1:-}" = "--short" ]; then
+    DURATION=5
+    SHORT=1
+elif [ -n "${1:-}" ]; then
+    echo "usage: $0 [--short]" >&2
+    exit 2
+fi
+ROWS=${ROWS:-100000}
+HOT=${HOT:-10000}
+THREADS=${THREADS:-2}
+CONNECTIONS=${CONNECTIONS:-32}
+DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
+export HOT
+
+if ! command -v wrk >/dev/null; then
+    echo "==> installing wrk (Debian package)"
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get install -y -qq wrk >/dev/null 2>&1 \
+        || { $sudo apt-get update -qq >/dev/null && $sudo apt-get install -y -qq wrk >/dev/null; }
+fi
+command -v curl >/dev/null || { echo "error: curl is needed to read /stats" >&2; exit 2; }
+
+echo "==> building the users service"
+cargo build --release --quiet -p cuckoo-guard-users-service
+service=target/release/users-service
+
+work=$(mktemp -d)
+pid=""
+cleanup() {
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+stat_of() { # the integer after "name": in a JSON text
+    grep -o "\"$2\":[0-9]*" <<<"$1" | head -1 | cut -d: -f2
+}
+
+results="$work/results"
+: >"$results"
+
+run() {
+    local db=$1 mode=$2 url label args
+    case $db in
+        sqlite) url="sqlite:$work/users.db"; label=SQLite ;;
+        postgres) url=$DATABASE_URL; label=PostgreSQL ;;
+    esac
+    args=(--db "$url" --listen 127.0.0.1:0 --seed "$ROWS" --table load_users)
+    if [ "$mode" = without ]; then args+=(--no-guard); fi
+    "$service" "${args[@]}" >"$work/out" 2>"$work/err" &
+    pid=$!
+    local base=""
+    for _ in $(seq 1 1200); do
+        base=$(grep -o 'http://[0-9.:]*' "$work/out" 2>/dev/null || true)
+        if [ -n "$base" ]; then break; fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "error: the service stopped:" >&2
+            cat "$work/err" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    if [ -z "$base" ]; then echo "error: the service did not start" >&2; exit 1; fi
+
+    PHASE=warm wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
+    local before after
+    before=$(curl -sf "$base/stats")
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s scripts/attack.lua "$base" \
+        >"$work/wrk"
+    after=$(curl -sf "$base/stats")
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    pid=""
+
+    local rps p50 p99 requests non2xx errors queries
+    rps=$(awk '/^Requests\/sec:/ {print $2}' "$work/wrk")
+    p50=$(awk '$1 == "50%" {print $2}' "$work/wrk")
+    p99=$(awk '$1 == "99%" {print $2}' "$work/wrk")
+    requests=$(awk '/requests in/ {print $1}' "$work/wrk")
+    non2xx=$(awk '/Non-2xx or 3xx responses:/ {print $5}' "$work/wrk")
+    errors=$(awk '/Socket errors:/ {print}' "$work/wrk")
+    queries=$(( $(stat_of "$after" get) - $(stat_of "$before" get) ))
+    if [ -n "$errors" ]; then echo "warning: $label $mode guard: $errors" >&2; fi
+    echo "$label $mode $rps $p50 $p99 $requests ${non2xx:-0} $queries" >>"$results"
+    printf '    %-10s %-7s guard: %10s req/s  p50 %-8s p99 %-8s %8d DB queries\n' \
+        "$label" "$mode" "$rps" "$p50" "$p99" "$queries"
+}
+
+echo "==> ${DURATION} s per run, $THREADS wrk threads, $CONNECTIONS connections, $ROWS users, hot set $HOT"
+for db in sqlite postgres; do
+    for mode in without with; do
+        run "$db" "$mode"
+    done
+done
+
+table="$work/table"
+awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v rows="$ROWS" -v hot="$HOT" '
+    {
+        db[NR] = $1; mode[NR] = $2; rps[NR] = $3; p50[NR] = $4; p99[NR] = $5
+        req[NR] = $6; non2xx[NR] = $7; q[NR] = $8
+    }
+    END {
+        printf "| database | guard layer | requests/s | p50 | p99 | 404 share | DB queries/s |\n"
+        printf "|---|---|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= NR; i++)
+            printf "| %s | %s | %.0f | %s | %s | %.1f%% | %.0f |\n", db[i], mode[i], rps[i], \
+                p50[i], p99[i], 100 * non2xx[i] / req[i], q[i] / duration
+        printf "\n"
+        for (i = 1; i + 1 <= NR; i += 2) {
+            fall = q[i] > 0 ? 100 * (q[i] - q[i + 1]) / q[i] : 0
+            printf "%s: the guard cut database queries by %.2f%% (%d to %d in %d s) and changed requests/s %.2fx.\n", \
+                db[i], fall, q[i], q[i + 1], duration, rps[i + 1] / rps[i]
+        }
+        printf "\n%d s per run, wrk with %d threads and %d connections on the same 2-core machine as the service and the database; %d users seeded, half the requests for a hot set of %d (cached before the run), half for absent ids, each new.\n", \
+            duration, threads, conns, rows, hot
+    }' "$results" >"$table"
+echo
+cat "$table"
+
+status=0
+while read -r label mode rps _ _ _ _ queries; do
+    if [ "$mode" = without ]; then
+        base_rps=$rps; base_queries=$queries; continue
+    fi
+    if [ "$label" = PostgreSQL ] && [ $(( queries * 100 )) -gt "$base_queries" ]; then
+        echo "error: $label: the guard left $queries of $base_queries database queries (more than 1%)" >&2
+        status=1
+    fi
+    if [ "$SHORT" = 0 ] && awk -v a="$rps" -v b="$base_rps" 'BEGIN { exit !(a <= b) }'; then
+        echo "error: $label: requests/s did not rise with the guard ($base_rps to $rps)" >&2
+        status=1
+    fi
+done <"$results"
+
+if [ "$SHORT" = 0 ] && [ "$status" = 0 ]; then
+    # Replace the table between the markers in BENCHMARKS.md.
+    awk -v table="$table" '
+        /<!-- load:begin -->/ { print; while ((getline line < table) > 0) print line; skip = 1; next }
+        /<!-- load:end -->/ { skip = 0 }
+        !skip { print }' BENCHMARKS.md >"$work/benchmarks" && cp "$work/benchmarks" BENCHMARKS.md
+    echo "==> BENCHMARKS.md updated"
+fi
+exit $status
