@@ -34,9 +34,26 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, Prometheu
 use serde::{Deserialize, Serialize};
 
 /// Any error of the service's set-up.
+///
+/// # Examples
+///
+/// ```
+/// let error: users_service::BoxError = "no database".into();
+/// assert_eq!(error.to_string(), "no database");
+/// ```
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// Where the users live.
+///
+/// # Examples
+///
+/// ```
+/// use users_service::Database;
+///
+/// assert_eq!("sqlite:users.db".parse(), Ok(Database::Sqlite("users.db".into())));
+/// assert!(matches!("postgres://postgres@127.0.0.1/test".parse(), Ok(Database::Postgres(_))));
+/// assert!("mysql://localhost".parse::<Database>().is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Database {
     /// An SQLite file (`sqlite:PATH`, or a bare path).
@@ -69,6 +86,16 @@ impl std::str::FromStr for Database {
 }
 
 /// How the service is set up.
+///
+/// # Examples
+///
+/// ```
+/// use users_service::{Config, Database};
+///
+/// let mut config = Config::new(Database::Sqlite("users.db".into()));
+/// config.seed = 1_000;
+/// assert!(config.guard);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The database.
@@ -88,6 +115,13 @@ pub struct Config {
 
 impl Config {
     /// The defaults for `database`: table `users`, no seed, guarded, 8 connections.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = users_service::Config::new("users.db".parse().unwrap());
+    /// assert_eq!(config.table, "users");
+    /// ```
     pub fn new(database: Database) -> Self {
         Config {
             database,
@@ -100,7 +134,15 @@ impl Config {
     }
 }
 
-/// Database calls by kind, counted by [`Counted`].
+/// Database calls by kind, counted at the store.
+///
+/// # Examples
+///
+/// ```
+/// let queries = users_service::Queries::default();
+/// assert_eq!(queries.snapshot(), [0, 0, 0, 0]);
+/// assert_eq!(queries.gets(), 0);
+/// ```
 #[derive(Debug, Default)]
 pub struct Queries {
     get: AtomicU64,
@@ -110,12 +152,25 @@ pub struct Queries {
 }
 
 impl Queries {
-    /// `(get, put, delete, scan)` so far.
+    /// `[get, put, delete, scan]` so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let [gets, ..] = users_service::Queries::default().snapshot();
+    /// assert_eq!(gets, 0);
+    /// ```
     pub fn snapshot(&self) -> [u64; 4] {
         [&self.get, &self.put, &self.delete, &self.scan].map(|n| n.load(Ordering::Relaxed))
     }
 
     /// Lookups that reached the database.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(users_service::Queries::default().gets(), 0);
+    /// ```
     pub fn gets(&self) -> u64 {
         self.get.load(Ordering::Relaxed)
     }
@@ -127,7 +182,7 @@ impl Queries {
 
 /// A store that counts its calls.
 #[derive(Debug)]
-pub struct Counted<S> {
+struct Counted<S> {
     inner: S,
     queries: Arc<Queries>,
 }
@@ -211,7 +266,7 @@ type PostgresGuard = AsyncCacheGuard<Counted<PostgresStore<i64, String>>>;
 /// The guard over the users table: sync over SQLite (its store calls run on tokio's blocking
 /// pool), async over PostgreSQL.
 #[derive(Debug, Clone)]
-pub enum Users {
+enum Users {
     /// Over SQLite.
     Sqlite(SqliteGuard),
     /// Over PostgreSQL.
@@ -229,7 +284,7 @@ impl Admit<i64> for Users {
 
 /// A failed database call, as the handlers report it.
 #[derive(Debug)]
-pub struct DbError(String);
+struct DbError(String);
 
 impl<E: StdError> From<GuardError<E>> for DbError {
     fn from(error: GuardError<E>) -> Self {
@@ -253,11 +308,7 @@ async fn blocking<T: Send + 'static>(
 
 impl Users {
     /// Finishes a lookup the layer admitted.
-    pub async fn get_admitted(
-        &self,
-        id: i64,
-        admission: Admission,
-    ) -> Result<Option<String>, DbError> {
+    async fn get_admitted(&self, id: i64, admission: Admission) -> Result<Option<String>, DbError> {
         match self {
             Users::Sqlite(guard) => {
                 let guard = guard.clone();
@@ -268,7 +319,7 @@ impl Users {
     }
 
     /// A lookup straight from the database, without the guard.
-    pub async fn get_unguarded(&self, id: i64) -> Result<Option<String>, DbError> {
+    async fn get_unguarded(&self, id: i64) -> Result<Option<String>, DbError> {
         let failed = |e: &dyn StdError| DbError(format!("database get failed: {e}"));
         match self {
             Users::Sqlite(guard) => {
@@ -280,7 +331,7 @@ impl Users {
     }
 
     /// Creates or updates a user through the guard.
-    pub async fn put(&self, id: i64, name: String) -> Result<Written, DbError> {
+    async fn put(&self, id: i64, name: String) -> Result<Written, DbError> {
         match self {
             Users::Sqlite(guard) => {
                 let guard = guard.clone();
@@ -291,7 +342,7 @@ impl Users {
     }
 
     /// Deletes a user through the guard.
-    pub async fn delete(&self, id: i64) -> Result<bool, DbError> {
+    async fn delete(&self, id: i64) -> Result<bool, DbError> {
         match self {
             Users::Sqlite(guard) => {
                 let guard = guard.clone();
@@ -302,7 +353,7 @@ impl Users {
     }
 
     /// The guard's stats.
-    pub fn stats(&self) -> GuardStats {
+    fn stats(&self) -> GuardStats {
         match self {
             Users::Sqlite(guard) => guard.stats(),
             Users::Postgres(guard) => guard.stats(),
@@ -322,6 +373,19 @@ impl Users {
 }
 
 /// The service's shared state.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+/// let dir = tempfile::tempdir()?;
+/// let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+/// let (_router, app) = users_service::build(&config).await?;
+/// app.ready().await;
+/// assert!(!app.stats().warming);
+/// assert_eq!(app.queries().gets(), 0);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct App {
     users: Users,
@@ -342,17 +406,53 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
-    /// The guard.
-    pub fn users(&self) -> &Users {
-        &self.users
+    /// The guard's stats.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// app.ready().await;
+    /// assert_eq!(app.stats().lookups, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn stats(&self) -> GuardStats {
+        self.users.stats()
     }
 
     /// The database calls so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// app.ready().await;
+    /// assert!(app.queries().snapshot()[3] >= 1); // the warm-up's scan
+    /// # Ok(()) }
+    /// ```
     pub fn queries(&self) -> &Queries {
         &self.queries
     }
 
     /// Waits until the guard's warm-up has finished.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// app.ready().await;
+    /// assert!(!app.stats().warming);
+    /// # Ok(()) }
+    /// ```
     pub async fn ready(&self) {
         while self.users.stats().warming {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -446,6 +546,20 @@ async fn open(config: &Config, queries: &Arc<Queries>) -> Result<Users, BoxError
 /// # Errors
 ///
 /// The database cannot be opened, the table name is invalid, or seeding failed.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+/// let dir = tempfile::tempdir()?;
+/// let mut config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+/// config.seed = 10;
+/// let (router, app) = users_service::build(&config).await?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// tokio::spawn(async move { axum::serve(listener, router).await });
+/// app.ready().await;
+/// # Ok(()) }
+/// ```
 pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
     let queries = Arc::new(Queries::default());
     let users = open(config, &queries).await?;

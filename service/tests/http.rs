@@ -123,7 +123,7 @@ async fn existing_absent_created_deleted(database: &str) {
     }
 
     let gets_before = service.app.queries().gets();
-    let false_positives_before = service.app.users().stats().false_positives;
+    let false_positives_before = service.app.stats().false_positives;
     let absent = 2_000_000..2_002_000i64;
     for id in absent.clone() {
         assert_eq!(
@@ -133,7 +133,7 @@ async fn existing_absent_created_deleted(database: &str) {
         );
     }
     let queries = service.app.queries().gets() - gets_before;
-    let false_positives = service.app.users().stats().false_positives - false_positives_before;
+    let false_positives = service.app.stats().false_positives - false_positives_before;
     println!(
         "{database}: {} absent ids answered 404 with {queries} database queries",
         absent.end - absent.start
@@ -267,4 +267,28 @@ async fn sqlite_concurrent_creates_are_never_404() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_concurrent_creates_are_never_404() {
     concurrent_creates_are_never_404("postgres").await;
+}
+
+#[tokio::test]
+async fn bad_configuration_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(Database::Sqlite(dir.path().join("users.db")));
+    config.table = "users; DROP TABLE x".to_owned();
+    let error = build(&config)
+        .await
+        .err()
+        .expect("a bad table name is refused");
+    assert!(error.to_string().contains("table name"), "{error}");
+
+    let config = Config::new(Database::Postgres(
+        "postgres://postgres@127.0.0.1:1/test".to_owned(),
+    ));
+    let error = build(&config)
+        .await
+        .err()
+        .expect("an unreachable server is an error");
+    assert!(error.to_string().contains("PostgreSQL"), "{error}");
+
+    assert!("redis://127.0.0.1".parse::<Database>().is_err());
+    assert!("sqlite:".parse::<Database>().is_err());
 }
