@@ -276,8 +276,7 @@ async fn bad_configuration_is_a_clear_error() {
     config.table = "users; DROP TABLE x".to_owned();
     let error = build(&config)
         .await
-        .err()
-        .expect("a bad table name is refused");
+        .expect_err("a bad table name is refused");
     assert!(error.to_string().contains("table name"), "{error}");
 
     let config = Config::new(Database::Postgres(
@@ -285,8 +284,7 @@ async fn bad_configuration_is_a_clear_error() {
     ));
     let error = build(&config)
         .await
-        .err()
-        .expect("an unreachable server is an error");
+        .expect_err("an unreachable server is an error");
     assert!(error.to_string().contains("PostgreSQL"), "{error}");
 
     assert!("redis://127.0.0.1".parse::<Database>().is_err());
