@@ -7,12 +7,22 @@
 //! and [`RedisStore::index_key`] return them. Writes are Lua scripts, atomic on the server: a
 //! put is `HSET` (whose reply says whether the field was new) plus `ZADD` when it was; a
 //! delete is `HDEL` plus `ZREM`.
+//!
+//! The store talks to the server over a [`ConnectionManager`]: one multiplexed connection,
+//! replaced when it breaks (the server killed it, restarted, or a proxy dropped it), with up
+//! to 6 connection attempts at jittered, doubling delays from 50 ms to 1 s; while the server
+//! stays down each call fails with the connection error after those attempts, and the next
+//! call starts over. A read (`get`, a scan page) that fails because the connection broke is
+//! retried once, on the new connection. A write is not retried: one whose connection broke
+//! may have been applied, and [`write_outcome_unknown`](AsyncStore::write_outcome_unknown)
+//! says so, so a guard keeps its filter copy.
 
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
+use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ToSingleRedisArg};
 
 use crate::guard::{AsyncStore, ScanPage, Written};
@@ -111,7 +121,7 @@ fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
 /// # Ok(()) }
 /// ```
 pub struct RedisStore<K = String, V = String> {
-    connection: MultiplexedConnection,
+    connection: ConnectionManager,
     rows: String,
     keys: String,
     put: Script,
@@ -139,8 +149,7 @@ impl<K, V> RedisStore<K, V> {
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, RedisStoreError> {
         let connect = |source| RedisStoreError::Connect { source };
         let client = redis::Client::open(url).map_err(connect)?;
-        let connection = client
-            .get_multiplexed_async_connection()
+        let connection = ConnectionManager::new_with_config(client, reconnect_config())
             .await
             .map_err(connect)?;
         Ok(RedisStore {
@@ -185,10 +194,48 @@ impl<K, V> RedisStore<K, V> {
         &self.keys
     }
 
-    /// A handle on the store's multiplexed connection (cheap: it shares the one connection).
-    fn connection(&self) -> MultiplexedConnection {
+    /// A handle on the store's connection (cheap: every handle shares the one connection,
+    /// and the manager behind it replaces it when it breaks).
+    fn connection(&self) -> ConnectionManager {
         self.connection.clone()
     }
+
+    /// Runs a read, and once more if it failed because the connection broke: the first
+    /// failure made the manager start a new connection, which the second attempt waits for.
+    async fn read<T, F: std::future::Future<Output = redis::RedisResult<T>>>(
+        &self,
+        operation: &'static str,
+        attempt: impl Fn(ConnectionManager) -> F,
+    ) -> Result<T, RedisStoreError> {
+        match attempt(self.connection()).await {
+            Err(error) if connection_failed(&error) => attempt(self.connection()).await,
+            result => result,
+        }
+        .map_err(command(operation))
+    }
+}
+
+/// How the store's connection manager replaces a broken connection: up to 6 attempts, 1 s
+/// each, with jittered exponential delays from 50 ms up to 1 s between them (about 5 s
+/// in all), after which the call fails with the connection error and the next call starts
+/// again. Replies time out after 5 s.
+fn reconnect_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(6)
+        .set_min_delay(Duration::from_millis(50))
+        .set_exponent_base(2.0)
+        .set_max_delay(Duration::from_secs(1))
+        .set_connection_timeout(Some(Duration::from_secs(1)))
+        .set_response_timeout(Some(Duration::from_secs(5)))
+}
+
+/// Whether `error` says the connection broke (rather than the server refusing the command).
+fn connection_failed(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_unrecoverable_error()
 }
 
 impl<K, V> AsyncStore for RedisStore<K, V>
@@ -203,12 +250,13 @@ where
     type Error = RedisStoreError;
 
     async fn get(&self, key: &K) -> Result<Option<V>, RedisStoreError> {
-        redis::cmd("HGET")
-            .arg(&self.rows)
-            .arg(arg(key))
-            .query_async(&mut self.connection())
-            .await
-            .map_err(command("get"))
+        let mut get = redis::cmd("HGET");
+        get.arg(&self.rows).arg(arg(key));
+        self.read("get", |mut connection| {
+            let get = &get;
+            async move { get.query_async(&mut connection).await }
+        })
+        .await
     }
 
     async fn put(&self, key: &K, value: &V) -> Result<Written, RedisStoreError> {
@@ -250,17 +298,20 @@ where
             Some(last) => [b"(".as_slice(), last].concat(),
         };
         let limit = limit.max(1);
-        let raw: Vec<Vec<u8>> = redis::cmd("ZRANGE")
-            .arg(&self.keys)
+        let mut scan = redis::cmd("ZRANGE");
+        scan.arg(&self.keys)
             .arg(start)
             .arg("+")
             .arg("BYLEX")
             .arg("LIMIT")
             .arg(0)
-            .arg(limit)
-            .query_async(&mut self.connection())
-            .await
-            .map_err(command("scan"))?;
+            .arg(limit);
+        let raw: Vec<Vec<u8>> = self
+            .read("scan", |mut connection| {
+                let scan = &scan;
+                async move { scan.query_async(&mut connection).await }
+            })
+            .await?;
         let next = if raw.len() == limit {
             raw.last().cloned()
         } else {

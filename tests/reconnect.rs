@@ -1,0 +1,312 @@
+//! Store faults under traffic: connections killed by the server, and the server killed and
+//! restarted. The guard answers with clear errors while the store is unreachable, recovers
+//! on its own, and afterwards finds every key whose create returned.
+//!
+//! The Redis tests start their own `redis-server` on a free port (append-only file, fsync on
+//! every write, so a killed server keeps every acknowledged write), so killing its clients or
+//! the server itself disturbs no other test.
+#![cfg(feature = "redis")]
+
+mod common;
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, Written};
+use cuckoo_guard::stores::RedisStore;
+use cuckoo_guard::CuckooFilter;
+
+/// A `redis-server` of the test's own.
+struct OwnRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl OwnRedis {
+    fn start() -> Option<OwnRedis> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var_os("CG_REQUIRE_SERVERS").is_none(),
+                "redis-server is not installed"
+            );
+            eprintln!("SKIPPED: redis-server is not installed");
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = OwnRedis {
+            port,
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        server.launch();
+        Some(server)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        wait_for_port(self.port, Path::new("redis-server"));
+    }
+
+    /// SIGKILL: no shutdown, only what the append-only file holds survives.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn wait_for_port(port: u16, what: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not start",
+            what.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What a run of traffic saw.
+#[derive(Debug, Default)]
+struct Seen {
+    created: Mutex<Vec<i64>>,
+    creates_failed: AtomicU64,
+    reads: AtomicU64,
+    reads_failed: AtomicU64,
+    false_negatives: AtomicU64,
+}
+
+/// Two tasks, one creating keys, one reading keys whose create returned, until `stop`.
+fn traffic<St>(
+    guard: &AsyncCacheGuard<St>,
+    seen: &Arc<Seen>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>>
+where
+    St: AsyncStore<Key = i64, Value = i64> + 'static,
+{
+    let writer = {
+        let (guard, seen, stop) = (guard.clone(), Arc::clone(seen), Arc::clone(stop));
+        tokio::spawn(async move {
+            let mut id = 0;
+            while !stop.load(Ordering::Relaxed) {
+                id += 1;
+                match guard.put(&id, &id).await {
+                    Ok(written) => {
+                        assert_eq!(written, Written::Created);
+                        seen.created.lock().unwrap().push(id);
+                    }
+                    Err(_) => {
+                        seen.creates_failed.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            }
+        })
+    };
+    let reader = {
+        let (guard, seen, stop) = (guard.clone(), Arc::clone(seen), Arc::clone(stop));
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let key = {
+                    let created = seen.created.lock().unwrap();
+                    n = n
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (!created.is_empty()).then(|| created[n % created.len()])
+                };
+                let Some(key) = key else {
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                seen.reads.fetch_add(1, Ordering::Relaxed);
+                match guard.get(&key).await {
+                    Ok(Some(value)) => assert_eq!(value, key),
+                    Ok(None) => {
+                        seen.false_negatives.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        seen.reads_failed.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            }
+        })
+    };
+    vec![writer, reader]
+}
+
+/// Runs traffic, applies `fault` after a second, measures the time from the end of the fault
+/// to the first read that succeeds, lets traffic run another second, then checks every
+/// created key. Returns the recovery time.
+async fn survive<St, F, Fut>(guard: AsyncCacheGuard<St>, label: &str, fault: F) -> Duration
+where
+    St: AsyncStore<Key = i64, Value = i64> + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let seen = Arc::new(Seen::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = traffic(&guard, &seen, &stop);
+    let prober = {
+        let (guard, seen) = (guard.clone(), Arc::clone(&seen));
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let probe = *seen
+                .created
+                .lock()
+                .unwrap()
+                .first()
+                .expect("creates before the fault");
+            fault().await;
+            let ended = Instant::now();
+            loop {
+                if let Ok(Some(_)) = guard.get(&probe).await {
+                    return ended.elapsed();
+                }
+                assert!(ended.elapsed() < Duration::from_secs(30), "no recovery");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    let recovery = prober.await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.unwrap();
+    }
+
+    let created = seen.created.lock().unwrap().clone();
+    let mut missing = 0;
+    for key in &created {
+        if guard.get(key).await.unwrap() != Some(*key) {
+            missing += 1;
+        }
+    }
+    println!(
+        "{label}: recovered {recovery:?} after the fault; {} creates returned, {} failed; \
+         {} reads checked, {} failed; {} false negatives; {missing} created keys missing after",
+        created.len(),
+        seen.creates_failed.load(Ordering::Relaxed),
+        seen.reads.load(Ordering::Relaxed),
+        seen.reads_failed.load(Ordering::Relaxed),
+        seen.false_negatives.load(Ordering::Relaxed),
+    );
+    assert!(created.len() > 100, "too little traffic: {}", created.len());
+    assert_eq!(seen.false_negatives.load(Ordering::Relaxed), 0);
+    assert_eq!(missing, 0);
+    recovery
+}
+
+async fn redis_guard(url: &str) -> AsyncCacheGuard<RedisStore<i64, i64>> {
+    let store = RedisStore::<i64, i64>::connect(url, "reconnect")
+        .await
+        .unwrap();
+    let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+    guard.warm_up(1_000, |_| {}).await.unwrap();
+    guard
+}
+
+async fn redis_command(url: &str, command: &mut redis::Cmd) -> redis::RedisResult<redis::Value> {
+    let mut connection = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    command.query_async(&mut connection).await
+}
+
+#[test]
+fn redis_recovers_when_the_server_kills_its_clients() {
+    let Some(server) = OwnRedis::start() else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let url = server.url();
+        let guard = redis_guard(&url).await;
+        let killer = url.clone();
+        let recovery = survive(guard, "Redis CLIENT KILL", move || async move {
+            let mut kill = redis::cmd("CLIENT");
+            kill.arg("KILL")
+                .arg("TYPE")
+                .arg("normal")
+                .arg("SKIPME")
+                .arg("yes");
+            let killed = redis_command(&killer, &mut kill).await.unwrap();
+            assert_ne!(killed, redis::Value::Int(0), "no client was killed");
+        })
+        .await;
+        assert!(recovery < Duration::from_secs(1), "{recovery:?}");
+    });
+}
+
+#[test]
+fn redis_recovers_when_the_server_is_killed_and_restarted() {
+    let Some(server) = OwnRedis::start() else {
+        return;
+    };
+    let server = Arc::new(Mutex::new(server));
+    common::runtime().block_on(async {
+        let url = server.lock().unwrap().url();
+        let guard = redis_guard(&url).await;
+        let down = guard.clone();
+        let restarted = Arc::clone(&server);
+        let recovery = survive(guard, "Redis kill -9 and restart", move || async move {
+            restarted.lock().unwrap().kill();
+            // While the server is down, calls fail with a clear error, never hang.
+            let started = Instant::now();
+            let error = down.get(&1).await.expect_err("the server is down");
+            let waited = started.elapsed();
+            println!("while down: {error} (after {waited:?})");
+            assert!(waited < Duration::from_secs(10), "{waited:?}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let server = Arc::clone(&restarted);
+            tokio::task::spawn_blocking(move || server.lock().unwrap().launch())
+                .await
+                .unwrap();
+        })
+        .await;
+        assert!(recovery < Duration::from_secs(2), "{recovery:?}");
+    });
+}
