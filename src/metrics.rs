@@ -25,7 +25,9 @@
 //! | `cuckoo_guard_filter_fingerprints` | gauge | [`GuardStats::filter_len`] |
 //! | `cuckoo_guard_filter_capacity` | gauge | [`GuardStats::filter_capacity`] |
 //! | `cuckoo_guard_filter_memory_bytes` | gauge | [`GuardStats::filter_memory_bytes`] |
+//! | `cuckoo_guard_expected_false_positive_rate` | gauge | [`GuardStats::expected_false_positive_rate`] |
 //! | `cuckoo_guard_stale_copies` | gauge | [`GuardStats::stale_copies`] |
+//! | `cuckoo_guard_missing_copies_total` | counter | [`GuardStats::missing_copies`]: writes that bypassed the guard |
 //! | `cuckoo_guard_orphaned_writes` | gauge | [`GuardStats::orphaned_writes`] |
 //! | `cuckoo_guard_warming` | gauge | 1 while warming up, else 0 |
 //! | `cuckoo_guard_rebuilding` | gauge | 1 while a rebuild runs, else 0 |
@@ -122,6 +124,15 @@ pub fn describe() {
         "False positives over false positives plus blocked lookups."
     );
     describe_gauge!(
+        "cuckoo_guard_expected_false_positive_rate",
+        "The false-positive rate the filter's width gives at its current load."
+    );
+    describe_counter!(
+        "cuckoo_guard_missing_copies_total",
+        Unit::Count,
+        "Removals that found no copy: a sign of writes that bypassed the guard."
+    );
+    describe_gauge!(
         "cuckoo_guard_filter_load_factor",
         "Fingerprints over fingerprint slots."
     );
@@ -193,6 +204,7 @@ pub fn record(stats: &GuardStats, name: &str) {
         ("cuckoo_guard_false_positives_total", stats.false_positives),
         ("cuckoo_guard_store_errors_total", stats.store_errors),
         ("cuckoo_guard_growth_steps_total", stats.growth_steps),
+        ("cuckoo_guard_missing_copies_total", stats.missing_copies),
     ];
     for (metric, value) in counters {
         counter!(metric, "guard" => guard.clone()).absolute(value);
@@ -226,6 +238,10 @@ pub fn record(stats: &GuardStats, name: &str) {
         (
             "cuckoo_guard_observed_false_positive_rate",
             stats.observed_false_positive_rate,
+        ),
+        (
+            "cuckoo_guard_expected_false_positive_rate",
+            stats.expected_false_positive_rate,
         ),
         ("cuckoo_guard_filter_load_factor", stats.filter_load_factor),
         ("cuckoo_guard_filter_fingerprints", stats.filter_len as f64),

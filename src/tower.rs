@@ -5,7 +5,9 @@
 //! [`CacheGuard`], an [`AsyncCacheGuard`], a shared [`CuckooFilter`]) and a key extractor over
 //! the request's [`Parts`]. For each request:
 //!
-//! - no key can be extracted: the request passes through untouched;
+//! - a method other than `GET` or `HEAD` (by default; see [`GuardLayer::methods`]), or no key
+//!   can be extracted: the request passes through untouched (a `PUT` or `POST` may create
+//!   the key, so it must reach the service);
 //! - the filter says **definitely absent**: the layer answers with its blocked response (by
 //!   default `404 Not Found` with an empty body) and the inner service is not called;
 //! - the filter says **maybe** (or the guard is still warming up): the request goes on, with
@@ -21,13 +23,25 @@
 //! The extractor must produce exactly the key the handler looks up and the write path stores:
 //! a key extracted differently (still percent-encoded, another case, another type) is not the
 //! key in the filter, and its requests are answered "absent" although the row exists: a false
-//! negative made by configuration. The helpers in [`key`] decode the way axum's `Path`,
-//! `Query` and header extractors do.
+//! negative made by configuration. The helpers in [`key`] decode the way axum's `Path` and
+//! `Query` extractors do, and read a header's value as text. A bare [`CuckooFilter`] behind
+//! the layer must have been filled with keys of the extractor's type (a key hashes by its
+//! type: `7u64` and `7i32` are different keys) and must hold every key before it serves,
+//! since unlike a guard it has no warm-up state that passes requests meanwhile.
+//!
+//! The layer reads the path the router it is added to sees. On a router that
+//! [nests](https://docs.rs/axum/latest/axum/struct.Router.html#method.nest) another, add it to
+//! the inner router, where the nesting prefix has been stripped: added to the outer one it
+//! sees the full path, and `path_segment(1)` would read another segment. And
+//! `Router::route_layer` wraps every route added to that router before it: build the guarded
+//! routes in a router of their own and merge it, so no other route is checked against this
+//! guard's keys.
 //!
 //! # With axum
 //!
 //! Put the layer on the routes with [`Router::route_layer`](https://docs.rs/axum/latest/axum/struct.Router.html#method.route_layer),
-//! so it runs after routing and only on the routes it guards:
+//! so it runs after routing and only on the routes it guards (other methods of those routes,
+//! such as a `PUT` that creates, pass through):
 //!
 //! ```
 //! use axum::{extract::{Path, State}, routing::get, Extension, Router};
@@ -96,7 +110,7 @@
 //! use std::sync::Arc;
 //! use cuckoo_guard::tower::{key, GuardLayer};
 //! use cuckoo_guard::CuckooFilter;
-//! use http::{Request, Response, StatusCode};
+//! use http::{Method, Request, Response, StatusCode};
 //! use tower::{service_fn, ServiceBuilder, ServiceExt};
 //!
 //! let filter = Arc::new(CuckooFilter::with_capacity(100));
@@ -126,7 +140,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::request::Parts;
-use http::{Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -196,6 +210,10 @@ impl<K: ?Sized, T: Admit<K> + ?Sized> Admit<K> for &T {
 
 /// Takes the guard's key out of a request, or `None` if the request has none (it then passes
 /// through). Implemented for every `Fn(&Parts) -> Option<K>`; [`key`] has the usual ones.
+///
+/// A closure of your own must decode as the handler does: the example parses an integer
+/// from the raw path, which needs no decoding; a text key from the raw path would still be
+/// percent-encoded (use [`key::path_segment`], which decodes).
 ///
 /// # Examples
 ///
@@ -313,6 +331,21 @@ pub struct GuardLayer<G, E, R = NotFound> {
     guard: G,
     extract: E,
     blocked: R,
+    methods: Methods,
+}
+
+/// The request methods a layer checks; the others pass.
+#[derive(Debug, Clone)]
+struct Methods(Arc<[Method]>);
+
+impl Methods {
+    fn reads() -> Self {
+        Methods(Arc::new([Method::GET, Method::HEAD]))
+    }
+
+    fn contains(&self, method: &Method) -> bool {
+        self.0.contains(method)
+    }
 }
 
 impl<G, E> GuardLayer<G, E> {
@@ -335,6 +368,7 @@ impl<G, E> GuardLayer<G, E> {
             guard,
             extract,
             blocked: NotFound,
+            methods: Methods::reads(),
         }
     }
 }
@@ -360,7 +394,31 @@ impl<G, E, R> GuardLayer<G, E, R> {
             guard: self.guard,
             extract: self.extract,
             blocked,
+            methods: self.methods,
         }
+    }
+
+    /// Checks requests of these methods only (default: `GET` and `HEAD`); the others pass
+    /// through. Add a method only if no request of it can create its key: a `PUT` that
+    /// creates a row asks for a key the filter does not hold yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use cuckoo_guard::tower::{key, GuardLayer};
+    /// use cuckoo_guard::CuckooFilter;
+    /// use http::Method;
+    ///
+    /// let filter = Arc::new(CuckooFilter::with_capacity(100));
+    /// // A DELETE of an absent key gets its 404 from the filter too.
+    /// let layer = GuardLayer::new(filter, key::path_segment::<u64>(1))
+    ///     .methods([Method::GET, Method::HEAD, Method::DELETE]);
+    /// # let _ = layer;
+    /// ```
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.methods = Methods(methods.into_iter().collect());
+        self
     }
 }
 
@@ -373,6 +431,7 @@ impl<S, G: Clone, E: Clone, R: Clone> Layer<S> for GuardLayer<G, E, R> {
             guard: self.guard.clone(),
             extract: self.extract.clone(),
             blocked: self.blocked.clone(),
+            methods: self.methods.clone(),
         }
     }
 }
@@ -405,6 +464,7 @@ pub struct GuardService<S, G, E, R = NotFound> {
     guard: G,
     extract: E,
     blocked: R,
+    methods: Methods,
 }
 
 impl<S, G, E, R> GuardService<S, G, E, R> {
@@ -450,6 +510,13 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        if !self.methods.contains(request.method()) {
+            return ResponseFuture {
+                state: State::Inner {
+                    future: self.inner.call(request),
+                },
+            };
+        }
         let (mut parts, body) = request.into_parts();
         if let Some(key) = self.extract.extract(&parts) {
             let admission = self.guard.admit(&key);

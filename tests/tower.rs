@@ -196,3 +196,87 @@ fn the_layered_service_is_clone_send_and_sync() {
         }));
     check(&service);
 }
+
+async fn send(app: &Router, method: http::Method, uri: &str) -> StatusCode {
+    app.clone()
+        .oneshot(
+            Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn writes_pass_by_default_and_chosen_methods_are_checked() {
+    let guard = guard(0..10);
+    let created = guard.clone();
+    let put = move |Path(id): Path<u64>| async move {
+        created.put(&id, &"new".to_string()).unwrap();
+        StatusCode::CREATED
+    };
+    let app = Router::new()
+        .route(
+            "/users/{id}",
+            get(|| async { "found" })
+                .put(put)
+                .delete(|| async { "deleted" }),
+        )
+        .route_layer(GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)));
+    // A PUT of a new key creates it: the layer must let it through.
+    assert_eq!(
+        send(&app, http::Method::PUT, "/users/77").await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        send(&app, http::Method::GET, "/users/77").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&app, http::Method::HEAD, "/users/78").await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        send(&app, http::Method::DELETE, "/users/78").await,
+        StatusCode::OK
+    );
+
+    let app = Router::new()
+        .route(
+            "/users/{id}",
+            get(|| async { "found" }).delete(|| async { "deleted" }),
+        )
+        .route_layer(
+            GuardLayer::new(guard.clone(), key::path_segment::<u64>(1))
+                .methods([http::Method::GET, http::Method::DELETE]),
+        );
+    assert_eq!(
+        send(&app, http::Method::DELETE, "/users/78").await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        send(&app, http::Method::DELETE, "/users/7").await,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn in_a_nested_router_the_layer_sees_the_path_without_the_prefix() {
+    let guard = guard(0..10);
+    let users = Router::new()
+        .route("/users/{id}", get(|| async { "found" }))
+        .route_layer(GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)));
+    let app = Router::new().nest("/tenants/{tenant}", users);
+    assert_eq!(
+        send(&app, http::Method::GET, "/tenants/500/users/3").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&app, http::Method::GET, "/tenants/3/users/500").await,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -7,12 +7,19 @@
 //! (Prometheus text). Every database call goes through a counting store wrapper, so `/stats`
 //! and `/metrics` show the queries the guard saved.
 //!
+//! The cache is read-through with a 60 s time to live, and a write invalidates its key after
+//! the database write (in a task a disconnecting client cannot cancel). A lookup that read
+//! the old row just before a concurrent write can still put it back in the cache after the
+//! invalidation, so a row may be served stale (or after its delete) for up to the time to
+//! live; it never hides a row, since the cache holds only rows it found.
+//!
 //! Why the guard with a cache: a cache only holds what it has seen, and a key that does not
 //! exist has no row to cache. Penetration traffic asks for such keys, each one new, so every
 //! request misses the cache and reaches the database; the filter knows every key that does
 //! exist, so it answers the others from memory.
 
 use std::error::Error as StdError;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -381,7 +388,7 @@ impl Users {
 /// let dir = tempfile::tempdir()?;
 /// let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
 /// let (_router, app) = users_service::build(&config).await?;
-/// app.ready().await;
+/// app.ready().await?;
 /// assert!(!app.stats().warming);
 /// assert_eq!(app.queries().gets(), 0);
 /// # Ok(()) }
@@ -394,6 +401,15 @@ pub struct App {
     guarded: bool,
     prometheus: Arc<PrometheusRecorder>,
     metrics: PrometheusHandle,
+    warm_up: tokio::sync::watch::Receiver<WarmUp>,
+}
+
+/// Where the guard's warm-up is.
+#[derive(Debug, Clone)]
+enum WarmUp {
+    Running,
+    Done,
+    Failed(String),
 }
 
 impl std::fmt::Debug for App {
@@ -415,7 +431,7 @@ impl App {
     /// # let dir = tempfile::tempdir()?;
     /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
     /// let (_router, app) = users_service::build(&config).await?;
-    /// app.ready().await;
+    /// app.ready().await?;
     /// assert_eq!(app.stats().lookups, 0);
     /// # Ok(()) }
     /// ```
@@ -432,7 +448,7 @@ impl App {
     /// # let dir = tempfile::tempdir()?;
     /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
     /// let (_router, app) = users_service::build(&config).await?;
-    /// app.ready().await;
+    /// app.ready().await?;
     /// assert!(app.queries().snapshot()[3] >= 1); // the warm-up's scan
     /// # Ok(()) }
     /// ```
@@ -442,6 +458,10 @@ impl App {
 
     /// Waits until the guard's warm-up has finished.
     ///
+    /// # Errors
+    ///
+    /// The warm-up failed (the guard keeps passing every lookup to the database).
+    ///
     /// # Examples
     ///
     /// ```
@@ -449,13 +469,19 @@ impl App {
     /// # let dir = tempfile::tempdir()?;
     /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
     /// let (_router, app) = users_service::build(&config).await?;
-    /// app.ready().await;
+    /// app.ready().await?;
     /// assert!(!app.stats().warming);
     /// # Ok(()) }
     /// ```
-    pub async fn ready(&self) {
-        while self.users.stats().warming {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+    pub async fn ready(&self) -> Result<(), BoxError> {
+        let mut state = self.warm_up.clone();
+        let state = state
+            .wait_for(|state| !matches!(state, WarmUp::Running))
+            .await
+            .map_err(|_| "the warm-up task stopped")?;
+        match &*state {
+            WarmUp::Failed(error) => Err(format!("warm-up failed: {error}").into()),
+            _ => Ok(()),
         }
     }
 }
@@ -473,30 +499,48 @@ fn check_table_name(table: &str) -> Result<(), BoxError> {
     }
 }
 
+/// Opens (and seeds) the SQLite store; blocking, so it runs on tokio's blocking pool.
+fn open_sqlite(
+    path: &std::path::Path,
+    table: &str,
+    connections: usize,
+    seed: u64,
+) -> Result<SqliteStore<i64, String>, BoxError> {
+    let store = SqliteStore::<i64, String>::builder(path)
+        .table(table)
+        .key_column("id")
+        .value_column("name")
+        .create_table_if_missing(true)
+        .connections(connections)
+        .open()?;
+    if seed > 0 {
+        let connection = rusqlite::Connection::open(path)?;
+        connection.busy_timeout(Duration::from_secs(30))?;
+        connection.execute(
+            &format!(
+                "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?1) \
+                 INSERT OR IGNORE INTO {table} (id, name) SELECT i, 'user ' || i FROM s"
+            ),
+            [i64::try_from(seed)?],
+        )?;
+    }
+    Ok(store)
+}
+
 async fn open(config: &Config, queries: &Arc<Queries>) -> Result<Users, BoxError> {
     check_table_name(&config.table)?;
     let filter = CuckooFilter::with_capacity(config.seed.clamp(1_000, 1 << 30) as usize);
     let users = match &config.database {
         Database::Sqlite(path) => {
-            let store = SqliteStore::<i64, String>::builder(path)
-                .table(&config.table)
-                .key_column("id")
-                .value_column("name")
-                .create_table_if_missing(true)
-                .connections(config.connections)
-                .open()?;
-            if config.seed > 0 {
-                let connection = rusqlite::Connection::open(path)?;
-                connection.busy_timeout(Duration::from_secs(30))?;
-                connection.execute(
-                    &format!(
-                        "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?1) \
-                         INSERT OR IGNORE INTO {} (id, name) SELECT i, 'user ' || i FROM s",
-                        config.table
-                    ),
-                    [config.seed as i64],
-                )?;
-            }
+            let (path, table, connections, seed) = (
+                path.clone(),
+                config.table.clone(),
+                config.connections,
+                config.seed,
+            );
+            let store =
+                tokio::task::spawn_blocking(move || open_sqlite(&path, &table, connections, seed))
+                    .await??;
             let store = Counted {
                 inner: store,
                 queries: Arc::clone(queries),
@@ -523,7 +567,7 @@ async fn open(config: &Config, queries: &Arc<Queries>) -> Result<Users, BoxError
                              FROM generate_series(1, $1::bigint) g ON CONFLICT DO NOTHING",
                             config.table
                         ),
-                        &[&(config.seed as i64)],
+                        &[&i64::try_from(config.seed)?],
                     )
                     .await?;
                 drop(client);
@@ -557,13 +601,14 @@ async fn open(config: &Config, queries: &Arc<Queries>) -> Result<Users, BoxError
 /// let (router, app) = users_service::build(&config).await?;
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 /// tokio::spawn(async move { axum::serve(listener, router).await });
-/// app.ready().await;
+/// app.ready().await?;
 /// # Ok(()) }
 /// ```
 pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
     let queries = Arc::new(Queries::default());
     let users = open(config, &queries).await?;
     let recorder = PrometheusBuilder::new().build_recorder();
+    let (warm_up, warm_up_state) = tokio::sync::watch::channel(WarmUp::Running);
     let app = App {
         users: users.clone(),
         cache: moka::future::Cache::builder()
@@ -574,15 +619,15 @@ pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
         guarded: config.guard,
         metrics: recorder.handle(),
         prometheus: Arc::new(recorder),
+        warm_up: warm_up_state,
     };
     let warming = users.clone();
     tokio::spawn(async move {
-        if let Err(error) = warming.warm_up().await {
-            eprintln!(
-                "warm-up failed, lookups keep passing to the database: {}",
-                error.0
-            );
-        }
+        let state = match warming.warm_up().await {
+            Ok(()) => WarmUp::Done,
+            Err(error) => WarmUp::Failed(error.0),
+        };
+        let _ = warm_up.send(state);
     });
 
     let mut lookups = Router::new().route(
@@ -637,9 +682,28 @@ async fn get_user(
     })
 }
 
+/// Runs a write and the cache invalidation after it in a task of their own, so a client that
+/// disconnects cannot cancel them halfway; the cache entry goes whatever the outcome, since a
+/// failed write may still have been applied.
+async fn write_then_invalidate<T: Send + 'static>(
+    app: &App,
+    id: i64,
+    write: impl Future<Output = Result<T, DbError>> + Send + 'static,
+) -> Result<T, DbError> {
+    let cache = app.cache.clone();
+    tokio::spawn(async move {
+        let result = write.await;
+        cache.invalidate(&id).await;
+        result
+    })
+    .await
+    .map_err(|e| DbError(format!("write task failed: {e}")))?
+}
+
 async fn write(app: &App, id: i64, name: String) -> Result<Response, DbError> {
-    let written = app.users.put(id, name.clone()).await?;
-    app.cache.invalidate(&id).await;
+    let users = app.users.clone();
+    let value = name.clone();
+    let written = write_then_invalidate(app, id, async move { users.put(id, value).await }).await?;
     let status = match written {
         Written::Created => StatusCode::CREATED,
         _ => StatusCode::OK,
@@ -660,8 +724,8 @@ async fn put_user(
 }
 
 async fn delete_user(State(app): State<App>, Path(id): Path<i64>) -> Result<StatusCode, DbError> {
-    let existed = app.users.delete(id).await?;
-    app.cache.invalidate(&id).await;
+    let users = app.users.clone();
+    let existed = write_then_invalidate(&app, id, async move { users.delete(id).await }).await?;
     Ok(if existed {
         StatusCode::NO_CONTENT
     } else {

@@ -58,7 +58,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    app.ready().await;
+    if let Err(error) = app.ready().await {
+        eprintln!("error: {error}");
+        return ExitCode::from(2);
+    }
     match listener.local_addr() {
         Ok(addr) => println!("listening on http://{addr}"),
         Err(error) => eprintln!("listening (address unknown: {error})"),

@@ -2,8 +2,9 @@
 //! parameter, parsed with [`FromStr`].
 //!
 //! Each decodes as axum's extractors do (path segments and query parameters percent-decoded,
-//! `+` a space in a query), so the key the layer asks about is the key a handler's `Path`,
-//! `Query` or header extraction sees. A request whose key is missing, appears twice or does
+//! `+` a space in a query), so the key the layer asks about is the key a handler's `Path` or
+//! `Query` sees; a header is its value as text (a typed header that parses its value
+//! differently, such as a bearer token without its scheme, needs a closure of your own). A request whose key is missing, appears twice or does
 //! not parse passes through to the service, which answers it as it would without the layer.
 //!
 //! # Examples
@@ -34,8 +35,10 @@ use percent_encoding::percent_decode_str;
 use super::ExtractKey;
 
 /// The path segment at `index` (0 is the first after the leading `/`), percent-decoded and
-/// parsed as `T`. The path is the one the service sees: inside an axum `nest`, without the
-/// nesting prefix.
+/// parsed as `T`: the value of a one-segment path parameter such as axum's `{id}` (not of a
+/// catch-all `{*rest}`, which spans segments). The path is the one the layer's router sees:
+/// a router nested in another sees it without the nesting prefix, the outer router with it
+/// (see the [placement notes](super#the-key-must-be-the-handlers-key)).
 ///
 /// # Examples
 ///
