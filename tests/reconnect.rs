@@ -4,8 +4,9 @@
 //!
 //! The Redis tests start their own `redis-server` on a free port (append-only file, fsync on
 //! every write, so a killed server keeps every acknowledged write), so killing its clients or
-//! the server itself disturbs no other test.
-#![cfg(feature = "redis")]
+//! the server itself disturbs no other test. The PostgreSQL test terminates only the backends
+//! of its own store, found by their `application_name`.
+#![cfg(all(feature = "redis", feature = "postgres"))]
 
 mod common;
 
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, Written};
-use cuckoo_guard::stores::RedisStore;
+use cuckoo_guard::stores::{PostgresStore, RedisStore};
 use cuckoo_guard::CuckooFilter;
 
 /// A `redis-server` of the test's own.
@@ -308,5 +309,60 @@ fn redis_recovers_when_the_server_is_killed_and_restarted() {
         })
         .await;
         assert!(recovery < Duration::from_secs(2), "{recovery:?}");
+    });
+}
+
+#[test]
+fn postgres_recovers_when_its_backends_are_terminated() {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
+        return;
+    };
+    let table = common::unique_name("cg_reconnect");
+    let application = table.clone();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let store_url = format!("{url}{separator}application_name={application}");
+    common::runtime().block_on(async {
+        let store = PostgresStore::<i64, i64>::builder(store_url)
+            .table(&table)
+            .create_table_if_missing(true)
+            .connections(4)
+            .connect()
+            .await
+            .unwrap();
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+        guard.warm_up(1_000, |_| {}).await.unwrap();
+        let admin_url = url.clone();
+        let recovery = survive(
+            guard,
+            "PostgreSQL pg_terminate_backend",
+            move || async move {
+                let (admin, connection) =
+                    tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+                        .await
+                        .unwrap();
+                tokio::spawn(connection);
+                let killed = admin
+                    .query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE application_name = $1",
+                        &[&application],
+                    )
+                    .await
+                    .unwrap();
+                assert!(!killed.is_empty(), "no backend was terminated");
+                println!("terminated {} backends", killed.len());
+            },
+        )
+        .await;
+        assert!(recovery < Duration::from_secs(1), "{recovery:?}");
+
+        let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        admin
+            .batch_execute(&format!("DROP TABLE {table}"))
+            .await
+            .unwrap();
     });
 }

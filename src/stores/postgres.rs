@@ -1,19 +1,41 @@
 //! [`PostgresStore`]: a PostgreSQL table (feature `postgres`).
 //!
 //! Built on tokio-postgres rather than sqlx: the adapter needs a handful of prepared
-//! statements and no query macros, pools or compile-time checks, and tokio-postgres brings 60
+//! statements and no query macros or compile-time checks, and tokio-postgres brings 60
 //! crates where sqlx (postgres and tokio only, no default features) brings 115.
+//!
+//! # Connections and faults
+//!
+//! Calls take a connection from a [deadpool-postgres](https://docs.rs/deadpool-postgres) pool
+//! (up to [`connections`](PostgresStoreBuilder::connections) of them, opened on demand, each
+//! with its statements prepared once). A connection the server closed (a restart, a
+//! failover, `pg_terminate_backend`, a proxy dropping it) is found closed when it comes back
+//! to the pool and replaced by a new one, so a guard over the store recovers on its own.
+//!
+//! - A read (`get`, a scan page) that fails because its connection broke is retried once, on
+//!   a new connection (the pool's idle connections are dropped too: one broken connection
+//!   usually means the server dropped them all).
+//! - A write is not retried. If the server answered with an error, the statement was rolled
+//!   back; if the connection broke while it ran, it may have committed, and
+//!   [`write_outcome_unknown`](AsyncStore::write_outcome_unknown) says so (a guard keeps its
+//!   filter copy: a false positive, never a false negative).
+//! - While the server cannot be reached, calls fail at once with
+//!   [`PostgresStoreError::Unavailable`] instead of each trying to connect: after a failed
+//!   connection attempt the store waits 50 ms before the next, doubling up to 1 s, and one
+//!   connection that succeeds ends the wait. Each attempt gives up after 2 s.
 
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use tokio_postgres::types::{FromSqlOwned, ToSql};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, NoTls};
 
 use super::{quote_identifier, ColumnType};
 use crate::guard::{AsyncStore, ScanPage, Written};
-use crate::sync::{AtomicU64, Ordering};
 
 /// Why a [`PostgresStore`] operation failed.
 #[derive(Debug)]
@@ -44,6 +66,14 @@ pub enum PostgresStoreError {
         /// The key column.
         column: String,
     },
+    /// The server could not be reached a moment ago, and the store waits before trying again
+    /// (see the [module](self#connections-and-faults)); nothing was sent.
+    Unavailable {
+        /// How long until the next connection attempt.
+        retry_in: Duration,
+    },
+    /// No connection could be opened or taken from the pool in time; nothing was sent.
+    ConnectTimeout,
     /// A statement failed. If the server reported the error, the statement was not applied;
     /// if the connection failed, a write may or may not have been.
     Query {
@@ -70,6 +100,14 @@ impl fmt::Display for PostgresStoreError {
                 f,
                 "column {column:?} of PostgreSQL table {table:?} has no unique constraint"
             ),
+            PostgresStoreError::Unavailable { retry_in } => write!(
+                f,
+                "PostgreSQL is unreachable; the next connection attempt is in {} ms",
+                retry_in.as_millis()
+            ),
+            PostgresStoreError::ConnectTimeout => {
+                write!(f, "cannot connect to PostgreSQL: timed out")
+            }
             PostgresStoreError::Query { operation, source } => {
                 write!(f, "PostgreSQL {operation} failed: {source}")
             }
@@ -93,13 +131,73 @@ fn query(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> Postg
 }
 
 /// One connection and its prepared statements.
-struct Connection {
-    client: Client,
-    get: Statement,
-    put: Statement,
-    delete: Statement,
-    scan_first: Statement,
-    scan_after: Statement,
+/// The store's statements, prepared on each pooled connection when first used.
+#[derive(Debug)]
+struct Sql {
+    get: String,
+    put: String,
+    delete: String,
+    scan_first: String,
+    scan_after: String,
+}
+
+/// The wait between connection attempts while the server cannot be reached.
+#[derive(Debug, Default)]
+struct Backoff {
+    state: Mutex<BackoffState>,
+}
+
+#[derive(Debug, Default)]
+struct BackoffState {
+    /// No attempt before this instant.
+    until: Option<Instant>,
+    /// The wait after the next failure.
+    delay: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BackoffState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long callers must still wait, if at all.
+    fn remaining(&self) -> Option<Duration> {
+        let until = self.state().until?;
+        until.checked_duration_since(Instant::now())
+    }
+
+    fn failed(&self) {
+        let mut state = self.state();
+        let delay = state.delay.clamp(Self::FIRST, Self::MAX);
+        state.until = Some(Instant::now() + delay);
+        state.delay = (delay * 2).min(Self::MAX);
+    }
+
+    fn succeeded(&self) {
+        let mut state = self.state();
+        if state.until.is_some() {
+            *state = BackoffState::default();
+        }
+    }
+}
+
+/// Whether `error` says the connection broke rather than the statement failed on the server:
+/// the client saw it close, or the server is shutting the session down (SQL state class 57,
+/// operator intervention, or 08, connection exception).
+fn connection_broke(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    match error.code() {
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("57") || code.starts_with("08")
+        }
+        None => error.as_db_error().is_none(),
+    }
 }
 
 /// Configures and connects a [`PostgresStore`].
@@ -161,21 +259,11 @@ where
         self
     }
 
-    /// Connections to open (default 4). Each also pipelines concurrent requests.
+    /// The most connections to hold (default 8); each serves one call at a time, and they
+    /// are opened as calls need them.
     pub fn connections(mut self, n: usize) -> Self {
         self.connections = n.max(1);
         self
-    }
-
-    async fn open_client(&self) -> Result<Client, PostgresStoreError> {
-        let (client, connection) = tokio_postgres::connect(&self.url, NoTls)
-            .await
-            .map_err(|source| PostgresStoreError::Connect { source })?;
-        // The connection task ends when the client (and so the store) is dropped.
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(client)
     }
 
     async fn check_schema(&self, client: &Client) -> Result<(), PostgresStoreError> {
@@ -229,43 +317,62 @@ where
         Ok(())
     }
 
-    async fn prepare(&self, client: Client) -> Result<Connection, PostgresStoreError> {
+    fn sql(&self) -> Sql {
         let (t, k, v) = (
             quote_identifier(&self.table),
             quote_identifier(&self.key_column),
             quote_identifier(&self.value_column),
         );
-        let prepare = |sql: String| {
-            let client = &client;
-            async move { client.prepare(&sql).await.map_err(query("prepare")) }
-        };
-        Ok(Connection {
-            put: prepare(format!(
+        Sql {
+            put: format!(
                 "INSERT INTO {t} ({k}, {v}) VALUES ($1, $2) \
                  ON CONFLICT ({k}) DO UPDATE SET {v} = EXCLUDED.{v} \
                  RETURNING (xmax = 0) AS created"
-            ))
-            .await?,
-            get: prepare(format!("SELECT {v} FROM {t} WHERE {k} = $1")).await?,
-            delete: prepare(format!("DELETE FROM {t} WHERE {k} = $1")).await?,
-            scan_first: prepare(format!("SELECT {k} FROM {t} ORDER BY {k} LIMIT $1")).await?,
-            scan_after: prepare(format!(
-                "SELECT {k} FROM {t} WHERE {k} > $1 ORDER BY {k} LIMIT $2"
-            ))
-            .await?,
-            client,
-        })
+            ),
+            get: format!("SELECT {v} FROM {t} WHERE {k} = $1"),
+            delete: format!("DELETE FROM {t} WHERE {k} = $1"),
+            scan_first: format!("SELECT {k} FROM {t} ORDER BY {k} LIMIT $1"),
+            scan_after: format!("SELECT {k} FROM {t} WHERE {k} > $1 ORDER BY {k} LIMIT $2"),
+        }
     }
 
-    /// Connects, checks or creates the table, and prepares the statements on every
-    /// connection. Must run inside a tokio runtime, which then drives the connections.
+    /// Connects, checks or creates the table, and prepares the statements. Must run inside
+    /// a tokio runtime, which then drives the connections.
     ///
     /// # Errors
     ///
-    /// [`PostgresStoreError::Connect`] if the server cannot be reached; `MissingTable`,
-    /// `MissingColumn` or `KeyNotUnique` if the table does not fit.
+    /// [`PostgresStoreError::Connect`] if the URL is invalid or the server cannot be reached;
+    /// `MissingTable`, `MissingColumn` or `KeyNotUnique` if the table does not fit.
     pub async fn connect(self) -> Result<PostgresStore<K, V>, PostgresStoreError> {
-        let first = self.open_client().await?;
+        let mut config: tokio_postgres::Config = self
+            .url
+            .parse()
+            .map_err(|source| PostgresStoreError::Connect { source })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(self.connections)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|_| PostgresStoreError::ConnectTimeout)?;
+        let store = PostgresStore {
+            pool,
+            sql: self.sql(),
+            backoff: Backoff::default(),
+            table: self.table.clone(),
+            connections: self.connections,
+            _types: PhantomData,
+        };
+        let first = store.client().await?;
         if self.create {
             first
                 .batch_execute(&format!(
@@ -280,25 +387,23 @@ where
                 .map_err(query("create table"))?;
         }
         self.check_schema(&first).await?;
-        let mut connections = vec![self.prepare(first).await?];
-        for _ in 1..self.connections {
-            let client = self.open_client().await?;
-            connections.push(self.prepare(client).await?);
+        for sql in [&store.sql.get, &store.sql.put, &store.sql.delete] {
+            first.prepare_cached(sql).await.map_err(query("prepare"))?;
         }
-        Ok(PostgresStore {
-            connections,
-            next: AtomicU64::new(0),
-            table: self.table,
-            _types: PhantomData,
-        })
+        drop(first);
+        Ok(store)
     }
 }
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// An [`AsyncStore`] over one PostgreSQL table.
 ///
 /// `put` is one `INSERT ... ON CONFLICT (key) DO UPDATE ... RETURNING (xmax = 0)`, which
 /// reports exactly whether the row was created. Scans page through the key column in order.
-/// Requests are spread round-robin over a few connections, each of which also pipelines.
+/// Calls take connections from a pool, which replaces the ones the server closed (see the
+/// [module](self#connections-and-faults)).
 ///
 /// # Examples
 ///
@@ -318,11 +423,11 @@ where
 /// # Ok(()) }
 /// ```
 pub struct PostgresStore<K = i64, V = String> {
-    connections: Vec<Connection>,
-    /// Round-robin position: async tasks share a few worker threads, so requests are spread
-    /// per call rather than per thread.
-    next: AtomicU64,
+    pool: Pool,
+    sql: Sql,
+    backoff: Backoff,
     table: String,
+    connections: usize,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -348,17 +453,73 @@ where
             key_column: "key".into(),
             value_column: "value".into(),
             create: false,
-            connections: 4,
+            connections: 8,
             _types: PhantomData,
         }
     }
 }
 
 impl<K, V> PostgresStore<K, V> {
-    fn connection(&self) -> &Connection {
-        // ORDERING: Relaxed; only spreads load, publishes nothing.
-        let turn = self.next.fetch_add(1, Ordering::Relaxed);
-        &self.connections[(turn % self.connections.len() as u64) as usize]
+    /// A pooled connection, unless the server was unreachable a moment ago.
+    async fn client(&self) -> Result<Object, PostgresStoreError> {
+        if let Some(retry_in) = self.backoff.remaining() {
+            return Err(PostgresStoreError::Unavailable { retry_in });
+        }
+        match self.pool.get().await {
+            Ok(client) => {
+                self.backoff.succeeded();
+                Ok(client)
+            }
+            Err(error) => {
+                self.backoff.failed();
+                Err(match error {
+                    PoolError::Backend(source) => PostgresStoreError::Connect { source },
+                    _ => PostgresStoreError::ConnectTimeout,
+                })
+            }
+        }
+    }
+
+    /// Runs `attempt` on a pooled connection with the statement `sql` prepared; a read, so
+    /// once more on another connection if the first broke.
+    async fn read<T, F>(
+        &self,
+        operation: &'static str,
+        sql: &str,
+        attempt: impl Fn(Object, tokio_postgres::Statement) -> F,
+    ) -> Result<T, PostgresStoreError>
+    where
+        F: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let mut retried = false;
+        loop {
+            let client = self.client().await?;
+            let result = match client.prepare_cached(sql).await {
+                Ok(statement) => attempt(client, statement).await.map_err(query(operation)),
+                Err(source) => Err(query("prepare")(source)),
+            };
+            match result {
+                Err(PostgresStoreError::Query { source, .. })
+                    if !retried && connection_broke(&source) =>
+                {
+                    // One broken connection usually means the server dropped them all (a
+                    // restart, a failover): drop the idle ones, so the retry opens a new one.
+                    self.pool.retain(|_, _| false);
+                    retried = true;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// A pooled connection with the statement `sql` prepared, for a write.
+    async fn prepared(
+        &self,
+        sql: &str,
+    ) -> Result<(Object, tokio_postgres::Statement), PostgresStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(query("prepare"))?;
+        Ok((client, statement))
     }
 }
 
@@ -373,22 +534,20 @@ where
     type Error = PostgresStoreError;
 
     async fn get(&self, key: &K) -> Result<Option<V>, PostgresStoreError> {
-        let c = self.connection();
-        let row = c
-            .client
-            .query_opt(&c.get, &[key])
-            .await
-            .map_err(query("get"))?;
+        let row = self
+            .read("get", &self.sql.get, |client, statement| async move {
+                client.query_opt(&statement, &[key]).await
+            })
+            .await?;
         row.map(|row| row.try_get(0))
             .transpose()
             .map_err(query("get"))
     }
 
     async fn put(&self, key: &K, value: &V) -> Result<Written, PostgresStoreError> {
-        let c = self.connection();
-        let row = c
-            .client
-            .query_one(&c.put, &[key, value])
+        let (client, statement) = self.prepared(&self.sql.put).await?;
+        let row = client
+            .query_one(&statement, &[key, value])
             .await
             .map_err(query("put"))?;
         let created: bool = row.try_get(0).map_err(query("put"))?;
@@ -400,10 +559,9 @@ where
     }
 
     async fn delete(&self, key: &K) -> Result<bool, PostgresStoreError> {
-        let c = self.connection();
-        let deleted = c
-            .client
-            .execute(&c.delete, &[key])
+        let (client, statement) = self.prepared(&self.sql.delete).await?;
+        let deleted = client
+            .execute(&statement, &[key])
             .await
             .map_err(query("delete"))?;
         Ok(deleted > 0)
@@ -414,13 +572,21 @@ where
         cursor: Option<&K>,
         limit: usize,
     ) -> Result<ScanPage<K, K>, PostgresStoreError> {
-        let c = self.connection();
         let limit = limit.clamp(1, i64::MAX as usize) as i64;
         let rows = match cursor {
-            None => c.client.query(&c.scan_first, &[&limit]).await,
-            Some(after) => c.client.query(&c.scan_after, &[after, &limit]).await,
-        }
-        .map_err(query("scan"))?;
+            None => {
+                self.read("scan", &self.sql.scan_first, |client, statement| async move {
+                    client.query(&statement, &[&limit]).await
+                })
+                .await
+            }
+            Some(after) => {
+                self.read("scan", &self.sql.scan_after, |client, statement| async move {
+                    client.query(&statement, &[after, &limit]).await
+                })
+                .await
+            }
+        }?;
         let keys = rows
             .iter()
             .map(|row| row.try_get(0))
@@ -436,8 +602,16 @@ where
 
     fn write_outcome_unknown(error: &PostgresStoreError) -> bool {
         // Each write is one autocommit statement: if the server answered with an error, the
-        // statement was rolled back. A broken connection leaves the outcome unknown.
+        // statement was rolled back. A broken connection leaves the outcome unknown. A write
+        // that never got a connection, or whose statement could not be prepared, was not sent.
         match error {
+            PostgresStoreError::Query {
+                operation: "prepare",
+                ..
+            }
+            | PostgresStoreError::Connect { .. }
+            | PostgresStoreError::Unavailable { .. }
+            | PostgresStoreError::ConnectTimeout => false,
             PostgresStoreError::Query { source, .. } => source.as_db_error().is_none(),
             _ => true,
         }
@@ -448,7 +622,7 @@ impl<K, V> fmt::Debug for PostgresStore<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresStore")
             .field("table", &self.table)
-            .field("connections", &self.connections.len())
+            .field("connections", &self.connections)
             .finish_non_exhaustive()
     }
 }
