@@ -89,7 +89,7 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
     let before = backend.guard().stats();
     let guarded = run_phase(args, backend, threads, seed, Mode::Guarded)?;
     let after = backend.guard().stats();
-    let mut verification = verify(backend, &direct, &guarded)?;
+    let mut verification = verify(backend, &direct, &guarded);
     // The traffic only checks keys it happened to ask for; under Zipf many rows are never
     // asked for. The table holds exactly the keys 1..=N (checked before the warm-up), so
     // every one of them must pass the filter.
@@ -124,7 +124,7 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         last_rebuild_keys: growth.last_rebuild.as_ref().map(|r| r.keys_scanned),
         initial_capacity: capacity as u64,
     });
-    remove_created(backend, &created)?;
+    remove_created(backend, &created, &mut verification);
 
     let filter = backend.guard().filter();
     let filter = Filter {
@@ -161,26 +161,42 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
     })
 }
 
-/// Deletes the rows the traffic created, through the guard.
-fn remove_created(backend: &dyn Backend, created: &[i64]) -> Result<(), CliError> {
+/// A store call of the checks after the traffic, tried up to three times (50, 100 ms apart)
+/// so a connection the server dropped a moment ago does not end the drill; the last error
+/// if every attempt failed.
+fn with_retries<T>(mut call: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let mut pause = Duration::from_millis(50);
+    let mut attempts = 1;
+    loop {
+        match call() {
+            Err(_) if attempts < 3 => {
+                std::thread::sleep(pause);
+                pause *= 2;
+                attempts += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Deletes the rows the traffic created, through the guard; a delete that fails counts as a
+/// check error (the row stays; a rerun's census reports it).
+fn remove_created(backend: &dyn Backend, created: &[i64], verification: &mut Verification) {
     if created.is_empty() {
-        return Ok(());
+        return;
     }
     let progress = bar(created.len() as u64, "deleting created rows");
     for (i, &key) in created.iter().enumerate() {
-        let deleted = backend
-            .guard()
-            .guard_delete(key)
-            .map_err(|e| CliError::new(format!("cannot delete created row {key}: {e}")))?;
-        if !deleted {
-            return Err(CliError::new(format!(
+        match with_retries(|| backend.guard().guard_delete(key)) {
+            Ok(true) => {}
+            Ok(false) => verification.check_error(format!(
                 "created row {key} was gone before the drill deleted it"
-            )));
+            )),
+            Err(e) => verification.check_error(format!("cannot delete created row {key}: {e}")),
         }
         progress.set_position(i as u64 + 1);
     }
     progress.finish_and_clear();
-    Ok(())
 }
 
 struct Prepared {
@@ -504,34 +520,32 @@ fn traffic(
 
 /// Checks the guard's "absent" answers against the database: every legitimate key it
 /// answered absent, and the sample of attack keys. A key the database has is a false negative.
-fn verify(
-    backend: &dyn Backend,
-    direct: &PhaseRun,
-    guarded: &PhaseRun,
-) -> Result<Verification, CliError> {
-    let exists = |key: i64| {
-        backend
-            .guard()
-            .direct_get(key)
-            .map_err(|e| CliError::new(format!("cannot check key {key} against the database: {e}")))
+fn verify(backend: &dyn Backend, direct: &PhaseRun, guarded: &PhaseRun) -> Verification {
+    let mut check_errors = Vec::new();
+    let mut exists = |key: i64| match with_retries(|| backend.guard().direct_get(key)) {
+        Ok(present) => Some(present),
+        Err(e) => {
+            check_errors.push(format!("cannot check key {key} against the database: {e}"));
+            None
+        }
     };
     let mut false_negatives = 0u64;
     let mut rows_missing = 0u64;
     for &key in &guarded.tally.legit_absent_keys {
-        if exists(key)? {
-            false_negatives += 1;
-        } else {
-            rows_missing += 1;
+        match exists(key) {
+            Some(true) => false_negatives += 1,
+            Some(false) => rows_missing += 1,
+            None => {}
         }
     }
     let mut absent_checked = 0u64;
     for &key in &guarded.tally.absent_sample {
         absent_checked += 1;
-        if exists(key)? {
+        if exists(key) == Some(true) {
             false_negatives += 1;
         }
     }
-    Ok(Verification {
+    let mut verification = Verification {
         legit_absent_checked: guarded.tally.legit_absent_keys.len() as u64,
         legit_absent_unchecked: guarded.tally.legit_absent_unkept,
         sweep_checked: 0,
@@ -542,5 +556,11 @@ fn verify(
             + direct.tally.legit_absent_keys.len() as u64
             + direct.tally.legit_absent_unkept,
         attack_keys_present: direct.tally.attack_present + guarded.tally.attack_present,
-    })
+        check_errors: 0,
+        first_check_error: None,
+    };
+    for error in check_errors {
+        verification.check_error(error);
+    }
+    verification
 }

@@ -79,6 +79,19 @@ pub(crate) struct Verification {
     pub(crate) rows_missing: u64,
     /// Attack keys the database had (the drill's table was changed underneath it).
     pub(crate) attack_keys_present: u64,
+    /// Store calls of the checks after the traffic (re-queries, deletes of created rows)
+    /// that failed three times; each leaves something unchecked, so the drill fails.
+    pub(crate) check_errors: u64,
+    /// The first of them.
+    pub(crate) first_check_error: Option<String>,
+}
+
+impl Verification {
+    /// Counts a failed check, keeping the first message.
+    pub(crate) fn check_error(&mut self, error: String) {
+        self.check_errors += 1;
+        self.first_check_error.get_or_insert(error);
+    }
 }
 
 /// The rows the traffic created (`--write-share`), and how the filter kept up.
@@ -169,6 +182,13 @@ impl Report {
             if w.refused > 0 {
                 failures.push(format!("{} creates refused by the guard", w.refused));
             }
+        }
+        if v.check_errors > 0 {
+            failures.push(format!(
+                "{} store errors while checking; the first: {}",
+                v.check_errors,
+                v.first_check_error.as_deref().unwrap_or("?")
+            ));
         }
         for (name, phase) in [
             ("without guard", &self.direct),
@@ -350,6 +370,14 @@ pub(crate) fn to_table(r: &Report) -> String {
         thousands(v.sweep_checked - v.sweep_false_negatives),
         thousands(v.sweep_checked)
     );
+    if v.check_errors > 0 {
+        let _ = writeln!(
+            out,
+            "  unchecked              {} store calls of the checks failed three times; the first: {}",
+            thousands(v.check_errors),
+            v.first_check_error.as_deref().unwrap_or("?")
+        );
+    }
     out
 }
 
@@ -427,6 +455,7 @@ pub(crate) fn to_json(r: &Report) -> Value {
             "false_negatives_in_traffic": v.false_negatives,
             "rows_missing": v.rows_missing,
             "attack_keys_present": v.attack_keys_present,
+            "check_errors": v.check_errors,
         },
         "passed": r.failures().is_empty(),
     })

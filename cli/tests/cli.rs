@@ -350,3 +350,92 @@ fn pg_execute(url: &str, sql: &str) {
 fn drop_pg_table(url: &str, table: &str) {
     pg_execute(url, &format!("DROP TABLE IF EXISTS \"{table}\""));
 }
+
+/// The drill against PostgreSQL while its backends are terminated again and again: it
+/// finishes with its report (exit 0, or 1 with the store errors counted), never a crash, and
+/// finds no false negative.
+#[test]
+fn the_drill_finishes_while_its_postgres_backends_are_terminated() {
+    let Some(url) = server_url(&servers::POSTGRES) else {
+        return;
+    };
+    let table = unique_table("cg_cli_faults");
+    let application = table.clone();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let drill_url = format!("{url}{separator}application_name={application}");
+    // Load the table first, so the faulted run only reuses it.
+    passing_drill(&["--db", &drill_url, "--table", &table, "--rows", "20000"]);
+
+    let child = Command::new(env!("CARGO_BIN_EXE_cuckoo-guard"))
+        .args([
+            "drill",
+            "--json",
+            "--duration",
+            "3",
+            "--threads",
+            "2",
+            "--rows",
+            "20000",
+        ])
+        .args([
+            "--write-share",
+            "0.05",
+            "--db",
+            &drill_url,
+            "--table",
+            &table,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = {
+        let (url, done) = (url.clone(), std::sync::Arc::clone(&done));
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async {
+                let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(connection);
+                // Past the census and the warm-up, into the traffic.
+                tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+                let mut terminated = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    terminated += admin
+                        .query(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                             WHERE application_name = $1",
+                            &[&application],
+                        )
+                        .await
+                        .unwrap()
+                        .len();
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                }
+                terminated
+            })
+        })
+    };
+    let output = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let terminated = killer.join().unwrap();
+    drop_pg_table(&url, &table);
+
+    assert!(terminated > 0, "no backend was terminated during the drill");
+    let code = output.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "exit {code:?}: {}",
+        stderr(&output)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+    assert_eq!(report["verification"]["false_negatives"], 0);
+    let errors = report["without_guard"]["store_errors"].as_u64().unwrap()
+        + report["with_guard"]["store_errors"].as_u64().unwrap()
+        + report["verification"]["check_errors"].as_u64().unwrap();
+    assert_eq!(report["passed"], errors == 0, "{report}");
+    assert_eq!(code == Some(0), errors == 0);
+    println!("{terminated} backends terminated during the drill; {errors} store errors counted");
+}
