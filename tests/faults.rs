@@ -1,0 +1,329 @@
+//! Injected store faults: errors before a call, errors after it (the call was applied but
+//! reported failed), timeouts (applied, reported after a delay) and latency spikes, on every
+//! call type at 0%, 1%, 10% and 50%, under two threads creating, deleting and reading through
+//! a guard over SQLite, with rebuilds and a warm-up that meet the same faults. Afterwards
+//! every key the store holds must pass the filter: no false negatives, stale copies counted.
+#![cfg(feature = "sqlite")]
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cuckoo_guard::guard::{CacheGuard, GuardError, RebuildPolicy, ScanPage, Store, Written};
+use cuckoo_guard::stores::SqliteStore;
+use cuckoo_guard::CuckooFilter;
+
+/// When an injected fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// An error before the call: nothing was done.
+    ErrorBefore,
+    /// The call ran, then an error: a write was applied though the caller sees a failure.
+    ErrorAfter,
+    /// The call ran slowly, then the caller gave up: applied, reported as a timeout.
+    Timeout,
+    /// The call is slow but succeeds.
+    Latency,
+}
+
+#[derive(Debug)]
+enum FaultError<E> {
+    Injected(Fault),
+    Store(E),
+}
+
+impl<E: fmt::Display> fmt::Display for FaultError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FaultError::Injected(fault) => write!(f, "injected fault: {fault:?}"),
+            FaultError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for FaultError<E> {}
+
+/// A store that injects faults into a share of its calls, decided by a seeded hash of the
+/// call's number, so a rate and seed give the same faults in the same places.
+struct Faulty<S> {
+    inner: S,
+    /// Faults per million calls.
+    rate: u64,
+    seed: u64,
+    calls: AtomicU64,
+    injected: [AtomicU64; 4],
+}
+
+impl<S> Faulty<S> {
+    fn new(inner: S, rate: f64, seed: u64) -> Self {
+        Faulty {
+            inner,
+            rate: (rate * 1e6) as u64,
+            seed,
+            calls: AtomicU64::new(0),
+            injected: Default::default(),
+        }
+    }
+
+    /// The fault for the next call, if any; `write` allows faults after the call.
+    fn draw(&self) -> Option<Fault> {
+        let n = self.calls.fetch_add(1, Relaxed);
+        let mut x = (n ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^= x >> 31;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 29;
+        if x % 1_000_000 >= self.rate {
+            return None;
+        }
+        let fault = match (x >> 40) % 4 {
+            0 => Fault::ErrorBefore,
+            1 => Fault::ErrorAfter,
+            2 => Fault::Timeout,
+            _ => Fault::Latency,
+        };
+        self.injected[fault as usize].fetch_add(1, Relaxed);
+        Some(fault)
+    }
+
+    fn call<T, E>(&self, run: impl FnOnce() -> Result<T, E>) -> Result<T, FaultError<E>> {
+        match self.draw() {
+            Some(Fault::ErrorBefore) => Err(FaultError::Injected(Fault::ErrorBefore)),
+            Some(Fault::ErrorAfter) => {
+                run().map_err(FaultError::Store)?;
+                Err(FaultError::Injected(Fault::ErrorAfter))
+            }
+            Some(Fault::Timeout) => {
+                std::thread::sleep(Duration::from_millis(2));
+                run().map_err(FaultError::Store)?;
+                Err(FaultError::Injected(Fault::Timeout))
+            }
+            Some(Fault::Latency) => {
+                std::thread::sleep(Duration::from_millis(2));
+                run().map_err(FaultError::Store)
+            }
+            None => run().map_err(FaultError::Store),
+        }
+    }
+
+    fn injected(&self) -> [u64; 4] {
+        [0, 1, 2, 3].map(|i| self.injected[i].load(Relaxed))
+    }
+}
+
+impl<S: Store> Store for Faulty<S>
+where
+    S::Error: std::error::Error,
+{
+    type Key = S::Key;
+    type Value = S::Value;
+    type Cursor = S::Cursor;
+    type Error = FaultError<S::Error>;
+
+    fn get(&self, key: &S::Key) -> Result<Option<S::Value>, Self::Error> {
+        self.call(|| self.inner.get(key))
+    }
+
+    fn put(&self, key: &S::Key, value: &S::Value) -> Result<Written, Self::Error> {
+        self.call(|| self.inner.put(key, value))
+    }
+
+    fn delete(&self, key: &S::Key) -> Result<bool, Self::Error> {
+        self.call(|| self.inner.delete(key))
+    }
+
+    fn scan_keys(
+        &self,
+        cursor: Option<&S::Cursor>,
+        limit: usize,
+    ) -> Result<ScanPage<S::Key, S::Cursor>, Self::Error> {
+        self.call(|| self.inner.scan_keys(cursor, limit))
+    }
+
+    fn write_outcome_unknown(error: &Self::Error) -> bool {
+        match error {
+            FaultError::Injected(fault) => *fault != Fault::ErrorBefore,
+            FaultError::Store(e) => S::write_outcome_unknown(e),
+        }
+    }
+}
+
+type Guard = CacheGuard<Faulty<SqliteStore<i64, i64>>>;
+
+/// What the traffic of one thread saw.
+#[derive(Debug, Default)]
+struct Tally {
+    operations: u64,
+    errors: u64,
+    checked_reads: u64,
+    false_negatives: u64,
+}
+
+/// One thread: creates keys of its own, deletes some, reads keys whose create returned and
+/// whose delete has not begun (those must be found).
+fn traffic(guard: &Guard, thread: i64, operations: u64) -> Tally {
+    let mut tally = Tally::default();
+    let mut present: Vec<i64> = Vec::new();
+    let mut next = thread << 40;
+    let mut x = thread as u64 + 1;
+    for _ in 0..operations {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        tally.operations += 1;
+        match x % 10 {
+            0..=4 => {
+                next += 1;
+                match guard.put(&next, &next) {
+                    Ok(written) => {
+                        assert_eq!(written, Written::Created);
+                        present.push(next);
+                    }
+                    Err(_) => tally.errors += 1,
+                }
+            }
+            5 | 6 if !present.is_empty() => {
+                let key = present.swap_remove((x >> 8) as usize % present.len());
+                if guard.delete(&key).is_err() {
+                    tally.errors += 1;
+                }
+            }
+            _ if !present.is_empty() => {
+                let key = present[(x >> 8) as usize % present.len()];
+                match guard.get(&key) {
+                    Ok(Some(value)) => {
+                        assert_eq!(value, key);
+                        tally.checked_reads += 1;
+                    }
+                    Ok(None) => tally.false_negatives += 1,
+                    Err(_) => tally.errors += 1,
+                }
+            }
+            _ => {}
+        }
+    }
+    tally
+}
+
+fn sweep(rate: f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("faults.db");
+    let open = || {
+        SqliteStore::<i64, i64>::builder(&path)
+            .create_table_if_missing(true)
+            .connections(2)
+            .open()
+            .unwrap()
+    };
+    // Rows before the warm-up, which meets the faults too.
+    let seeded = open();
+    for key in 1..=2_000 {
+        seeded.put(&key, &key).unwrap();
+    }
+    let store = Faulty::new(open(), rate, 0x5EED ^ (rate * 1e6) as u64);
+    let guard = CacheGuard::with_policy(
+        CuckooFilter::with_capacity(1_000),
+        store,
+        RebuildPolicy::manual(),
+    );
+    let mut warm_ups = 0;
+    loop {
+        warm_ups += 1;
+        match guard.warm_up(100, |_| {}) {
+            Ok(_) => break,
+            Err(GuardError::Store(_)) => assert!(warm_ups < 10_000, "the warm-up never finished"),
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    let done = AtomicBool::new(false);
+    let rebuilds = Mutex::new((0u64, 0u64));
+    let tallies: Vec<Tally> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|thread| {
+                scope.spawn({
+                    let guard = &guard;
+                    move || traffic(guard, thread + 1, 20_000)
+                })
+            })
+            .collect();
+        scope.spawn(|| {
+            while !done.load(Relaxed) {
+                let outcome = guard.rebuild();
+                let mut counts = rebuilds.lock().unwrap();
+                match outcome {
+                    Ok(_) => counts.0 += 1,
+                    Err(_) => counts.1 += 1,
+                }
+                drop(counts);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let tallies = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        done.store(true, Relaxed);
+        tallies
+    });
+
+    // Every key the store holds (read without faults) must pass the filter.
+    let truth = open();
+    let mut stored = HashSet::new();
+    let mut cursor = None;
+    loop {
+        let page = truth.scan_keys(cursor.as_ref(), 10_000).unwrap();
+        stored.extend(page.keys.iter().copied());
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let filter = guard.filter();
+    let missing = stored.iter().filter(|key| !filter.contains(*key)).count();
+    let stats = guard.stats();
+    let (rebuilt, rebuilds_failed) = *rebuilds.lock().unwrap();
+    let [before, after, timeouts, latency] = guard.store().injected();
+    let operations: u64 = tallies.iter().map(|t| t.operations).sum();
+    let errors: u64 = tallies.iter().map(|t| t.errors).sum();
+    let checked: u64 = tallies.iter().map(|t| t.checked_reads).sum();
+    let false_negatives: u64 = tallies.iter().map(|t| t.false_negatives).sum();
+    println!(
+        "{:>4}% faults: {operations} operations, {errors} failed; injected {before} errors before, \
+         {after} after, {timeouts} timeouts, {latency} latency spikes; warm-up attempts {warm_ups}; \
+         rebuilds {rebuilt} swapped, {rebuilds_failed} failed; {checked} reads checked, \
+         {false_negatives} false negatives; {} keys stored, {missing} missing from the filter; \
+         {} stale copies, {} orphaned writes",
+        rate * 100.0,
+        stored.len(),
+        stats.stale_copies,
+        stats.orphaned_writes,
+    );
+    assert_eq!(false_negatives, 0);
+    assert_eq!(missing, 0);
+    if rate == 0.0 {
+        assert_eq!(errors + before + after + timeouts + latency, 0);
+    } else {
+        assert!(before > 0 && after > 0 && timeouts > 0 && latency > 0);
+        assert!(errors > 0);
+    }
+    assert!(checked > 1_000, "{checked}");
+}
+
+#[test]
+fn no_faults() {
+    sweep(0.0);
+}
+
+#[test]
+fn one_percent_of_calls_fail() {
+    sweep(0.01);
+}
+
+#[test]
+fn ten_percent_of_calls_fail() {
+    sweep(0.10);
+}
+
+#[test]
+fn half_the_calls_fail() {
+    sweep(0.50);
+}
