@@ -179,7 +179,7 @@ impl fmt::Display for BuildError {
             ),
             BuildError::UnachievableFalsePositiveRate { rate, best } => write!(
                 f,
-                "false-positive rate {rate} is below what any supported fingerprint width \
+                "false-positive rate {rate:e} is below what any supported fingerprint width \
                  reaches (best: {best:.3e} with 16-bit fingerprints)"
             ),
             BuildError::UnsupportedFingerprintBits { bits } => {

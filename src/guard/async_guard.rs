@@ -267,7 +267,8 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// [`GuardError::Store`] if a scan fails; [`GuardError::FilterFull`] if the store holds
     /// more keys than the filter has room for; [`GuardError::FilterContended`] if an insert
     /// gave up under contention from concurrent writers (calling again resumes);
-    /// [`GuardError::WarmUpRunning`] if another warm-up of this guard is running.
+    /// [`GuardError::WarmUpRunning`] if another warm-up of this guard is running;
+    /// [`GuardError::InvalidPageSize`] for a page size of 0.
     ///
     /// # Examples
     ///
@@ -284,6 +285,9 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         page_size: usize,
         mut progress: impl FnMut(WarmUpProgress) + Send,
     ) -> Result<WarmUpProgress, GuardError<St::Error>> {
+        if page_size == 0 {
+            return Err(GuardError::InvalidPageSize);
+        }
         let mut turn = self.inner.warm_up.begin(self.core())?;
         loop {
             let cursor = match turn.next() {
@@ -298,7 +302,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
             let page = self
                 .inner
                 .store
-                .scan_keys(cursor, page_size.max(1))
+                .scan_keys(cursor, page_size)
                 .await
                 .map_err(GuardError::Store)?;
             progress(turn.load(page)?);

@@ -138,6 +138,8 @@ pub enum GuardError<E> {
     FilterContended,
     /// `warm_up` was called while another warm-up of the same guard was running.
     WarmUpRunning,
+    /// `warm_up` was called with a page size of 0.
+    InvalidPageSize,
     /// `rebuild` was called before the warm-up finished: the rebuild would scan the store a
     /// second time while the first scan runs. Warm up first.
     Warming,
@@ -164,6 +166,9 @@ impl<E: fmt::Display> fmt::Display for GuardError<E> {
             GuardError::WarmUpRunning => {
                 write!(f, "a warm-up of this guard is already running")
             }
+            GuardError::InvalidPageSize => {
+                write!(f, "the warm-up's page size must be at least 1 key")
+            }
             GuardError::Warming => write!(
                 f,
                 "the guard has not finished its warm-up; a rebuild needs a warm guard"
@@ -185,6 +190,7 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
             GuardError::RebuildFilter(e) => Some(e),
             GuardError::FilterContended
             | GuardError::WarmUpRunning
+            | GuardError::InvalidPageSize
             | GuardError::Warming
             | GuardError::RebuildRunning => None,
         }

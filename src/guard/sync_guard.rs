@@ -293,7 +293,8 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// [`GuardError::Store`] if a scan fails; [`GuardError::FilterFull`] if the store holds
     /// more keys than the filter has room for; [`GuardError::FilterContended`] if an insert
     /// gave up under contention from concurrent writers (calling again resumes);
-    /// [`GuardError::WarmUpRunning`] if another thread is warming this guard up.
+    /// [`GuardError::WarmUpRunning`] if another thread is warming this guard up;
+    /// [`GuardError::InvalidPageSize`] for a page size of 0.
     ///
     /// # Examples
     ///
@@ -313,6 +314,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         page_size: usize,
         mut progress: impl FnMut(WarmUpProgress),
     ) -> Result<WarmUpProgress, GuardError<St::Error>> {
+        if page_size == 0 {
+            return Err(GuardError::InvalidPageSize);
+        }
         let mut turn = self.inner.warm_up.begin(self.core())?;
         loop {
             let cursor = match turn.next() {
@@ -327,7 +331,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
             let page = self
                 .inner
                 .store
-                .scan_keys(cursor, page_size.max(1))
+                .scan_keys(cursor, page_size)
                 .map_err(GuardError::Store)?;
             progress(turn.load(page)?);
         }

@@ -88,7 +88,7 @@ impl fmt::Display for PostgresStoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PostgresStoreError::Connect { source } => {
-                write!(f, "cannot connect to PostgreSQL: {source}")
+                write!(f, "cannot connect to PostgreSQL: {}", Detail(source))
             }
             PostgresStoreError::MissingTable { table } => {
                 write!(f, "PostgreSQL table {table:?} does not exist")
@@ -109,9 +109,32 @@ impl fmt::Display for PostgresStoreError {
                 write!(f, "cannot connect to PostgreSQL: timed out")
             }
             PostgresStoreError::Query { operation, source } => {
-                write!(f, "PostgreSQL {operation} failed: {source}")
+                write!(f, "PostgreSQL {operation} failed: {}", Detail(source))
             }
         }
+    }
+}
+
+/// A driver error with what its own `Display` leaves out: the server's message and SQL state
+/// ("db error" alone says nothing), or the cause of a connection failure.
+struct Detail<'a>(&'a tokio_postgres::Error);
+
+impl fmt::Display for Detail<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(db) = self.0.as_db_error() {
+            return write!(
+                f,
+                "{}: {} (SQL state {})",
+                db.severity(),
+                db.message(),
+                db.code().code()
+            );
+        }
+        write!(f, "{}", self.0)?;
+        if let Some(cause) = std::error::Error::source(self.0) {
+            write!(f, ": {cause}")?;
+        }
+        Ok(())
     }
 }
 
