@@ -21,14 +21,17 @@ fn case<T, E: std::fmt::Display>(name: &str, result: Result<T, E>) -> E {
     }
 }
 
+/// A builder case: its name, what `build` returned, the error it must be.
+type BuilderCase = (
+    &'static str,
+    Result<CuckooFilter, BuildError>,
+    fn(&BuildError) -> bool,
+);
+
 #[test]
 fn builder_parameters() {
     let b = CuckooFilter::builder;
-    let cases: Vec<(
-        &str,
-        Result<CuckooFilter, BuildError>,
-        fn(&BuildError) -> bool,
-    )> = vec![
+    let cases: Vec<BuilderCase> = vec![
         ("no capacity", b().build(), |e| {
             matches!(e, BuildError::CapacityNotSet)
         }),
