@@ -109,8 +109,14 @@ fn soak() {
         }
         // The sampler: resident memory every tenth of the run.
         while Instant::now() < deadline {
-            std::thread::sleep(Duration::from_secs(seconds.max(10) / 10).min(deadline - Instant::now()));
-            memory.push((start.elapsed().as_secs(), resident_bytes(), guard.stats().filter_len));
+            std::thread::sleep(
+                Duration::from_secs(seconds.max(10) / 10).min(deadline - Instant::now()),
+            );
+            memory.push((
+                start.elapsed().as_secs(),
+                resident_bytes(),
+                guard.stats().filter_len,
+            ));
         }
         stop.store(true, SeqCst);
     });
@@ -136,7 +142,10 @@ fn soak() {
         filter.path_length_histogram,
     );
     for (at, bytes, len) in &memory {
-        println!("  at {at:>4} s: resident {:.1} MiB, {len} fingerprints", *bytes as f64 / 1048576.0);
+        println!(
+            "  at {at:>4} s: resident {:.1} MiB, {len} fingerprints",
+            *bytes as f64 / 1048576.0
+        );
     }
     assert_eq!(false_negatives.load(SeqCst), 0);
     assert!(checked.load(SeqCst) > 10_000, "too few checked reads");
