@@ -4,8 +4,10 @@
 //!
 //! The Redis tests start their own `redis-server` on a free port (append-only file, fsync on
 //! every write, so a killed server keeps every acknowledged write), so killing its clients or
-//! the server itself disturbs no other test. The PostgreSQL test terminates only the backends
-//! of its own store, found by their `application_name`.
+//! the server itself disturbs no other test. One PostgreSQL test terminates only the backends
+//! of its own store, found by their `application_name`; another starts a cluster of its own
+//! (`initdb` and `pg_ctl` as the `postgres` user) and stops it with `pg_ctl stop -m
+//! immediate`, a crash, then starts it again.
 #![cfg(all(feature = "redis", feature = "postgres"))]
 
 mod common;
@@ -364,5 +366,138 @@ fn postgres_recovers_when_its_backends_are_terminated() {
             .batch_execute(&format!("DROP TABLE {table}"))
             .await
             .unwrap();
+    });
+}
+
+/// A PostgreSQL cluster of the test's own, run as the `postgres` user.
+struct OwnPostgres {
+    bin: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl OwnPostgres {
+    fn start() -> Option<OwnPostgres> {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|versions| {
+                versions
+                    .filter_map(|v| Some(v.ok()?.path().join("bin")))
+                    .find(|bin| bin.join("initdb").exists())
+            });
+        let runuser = Path::new("/usr/sbin/runuser").exists();
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0"));
+        let (Some(bin), true, true) = (bin, runuser, root) else {
+            eprintln!("SKIPPED: needs PostgreSQL's initdb, runuser and root to start a cluster");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("chown")
+            .args(["postgres:"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let data = dir.path().join("data");
+        let initdb = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(bin.join("initdb"))
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            initdb.status.success(),
+            "{}",
+            String::from_utf8_lossy(&initdb.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let cluster = OwnPostgres { bin, dir, port };
+        cluster.pg_ctl(&["start", "-w"]);
+        Some(cluster)
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.dir.path().display()
+        );
+        let output = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-o", &options, "-l"])
+            .arg(self.dir.path().join("log"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "pg_ctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["stop", "-m", "immediate"])
+            .output();
+    }
+}
+
+#[test]
+fn postgres_recovers_when_the_server_crashes_and_restarts() {
+    let Some(cluster) = OwnPostgres::start() else {
+        return;
+    };
+    let cluster = Arc::new(cluster);
+    common::runtime().block_on(async {
+        let store = PostgresStore::<i64, i64>::builder(cluster.url())
+            .table("reconnect")
+            .create_table_if_missing(true)
+            .connections(4)
+            .connect()
+            .await
+            .unwrap();
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+        guard.warm_up(1_000, |_| {}).await.unwrap();
+        let down = guard.clone();
+        let restarted = Arc::clone(&cluster);
+        let recovery = survive(guard, "PostgreSQL crash and restart", move || async move {
+            let stopping = Arc::clone(&restarted);
+            tokio::task::spawn_blocking(move || stopping.pg_ctl(&["stop", "-m", "immediate"]))
+                .await
+                .unwrap();
+            let started = Instant::now();
+            let error = down.get(&1).await.expect_err("the server is down");
+            let waited = started.elapsed();
+            println!("while down: {error} (after {waited:?})");
+            assert!(waited < Duration::from_secs(5), "{waited:?}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::task::spawn_blocking(move || restarted.pg_ctl(&["start", "-w"]))
+                .await
+                .unwrap();
+        })
+        .await;
+        assert!(recovery < Duration::from_secs(2), "{recovery:?}");
     });
 }
