@@ -156,8 +156,18 @@ type Guard = CacheGuard<Faulty<SqliteStore<i64, i64>>>;
 struct Tally {
     operations: u64,
     errors: u64,
+    store_errors: u64,
     checked_reads: u64,
     false_negatives: u64,
+}
+
+impl Tally {
+    fn error<E>(&mut self, error: &GuardError<E>) {
+        self.errors += 1;
+        if matches!(error, GuardError::Store(_)) {
+            self.store_errors += 1;
+        }
+    }
 }
 
 /// One thread: creates keys of its own, deletes some, reads keys whose create returned and
@@ -180,13 +190,13 @@ fn traffic(guard: &Guard, thread: i64, operations: u64) -> Tally {
                         assert_eq!(written, Written::Created);
                         present.push(next);
                     }
-                    Err(_) => tally.errors += 1,
+                    Err(error) => tally.error(&error),
                 }
             }
             5 | 6 if !present.is_empty() => {
                 let key = present.swap_remove((x >> 8) as usize % present.len());
-                if guard.delete(&key).is_err() {
-                    tally.errors += 1;
+                if let Err(error) = guard.delete(&key) {
+                    tally.error(&error);
                 }
             }
             _ if !present.is_empty() => {
@@ -197,7 +207,7 @@ fn traffic(guard: &Guard, thread: i64, operations: u64) -> Tally {
                         tally.checked_reads += 1;
                     }
                     Ok(None) => tally.false_negatives += 1,
-                    Err(_) => tally.errors += 1,
+                    Err(error) => tally.error(&error),
                 }
             }
             _ => {}
@@ -299,6 +309,9 @@ fn sweep(rate: f64) {
     );
     assert_eq!(false_negatives, 0);
     assert_eq!(missing, 0);
+    // Every store error a caller saw is counted in the guard's stats.
+    let store_errors: u64 = tallies.iter().map(|t| t.store_errors).sum();
+    assert_eq!(stats.store_errors, store_errors);
     if rate == 0.0 {
         assert_eq!(errors + before + after + timeouts + latency, 0);
     } else {
