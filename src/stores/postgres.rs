@@ -4,25 +4,7 @@
 //! statements and no query macros or compile-time checks, and tokio-postgres brings 60
 //! crates where sqlx (postgres and tokio only, no default features) brings 115.
 //!
-//! # Connections and faults
-//!
-//! Calls take a connection from a [deadpool-postgres](https://docs.rs/deadpool-postgres) pool
-//! (up to [`connections`](PostgresStoreBuilder::connections) of them, opened on demand, each
-//! with its statements prepared once). A connection the server closed (a restart, a
-//! failover, `pg_terminate_backend`, a proxy dropping it) is found closed when it comes back
-//! to the pool and replaced by a new one, so a guard over the store recovers on its own.
-//!
-//! - A read (`get`, a scan page) that fails because its connection broke is retried once, on
-//!   a new connection (the pool's idle connections are dropped too: one broken connection
-//!   usually means the server dropped them all).
-//! - A write is not retried. If the server answered with an error, the statement was rolled
-//!   back; if the connection broke while it ran, it may have committed, and
-//!   [`write_outcome_unknown`](AsyncStore::write_outcome_unknown) says so (a guard keeps its
-//!   filter copy: a false positive, never a false negative).
-//! - While the server cannot be reached, calls fail at once with
-//!   [`PostgresStoreError::Unavailable`] instead of each trying to connect: after a failed
-//!   connection attempt the store waits 50 ms before the next, doubling up to 1 s, and one
-//!   connection that succeeds ends the wait. Each attempt gives up after 2 s.
+//! How the store reconnects after faults: [`PostgresStore`'s docs](PostgresStore#connections-and-faults).
 
 use std::fmt;
 use std::hash::Hash;
@@ -67,7 +49,7 @@ pub enum PostgresStoreError {
         column: String,
     },
     /// The server could not be reached a moment ago, and the store waits before trying again
-    /// (see the [module](self#connections-and-faults)); nothing was sent.
+    /// (see [`PostgresStore`](PostgresStore#connections-and-faults)); nothing was sent.
     Unavailable {
         /// How long until the next connection attempt.
         retry_in: Duration,
@@ -425,8 +407,27 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 ///
 /// `put` is one `INSERT ... ON CONFLICT (key) DO UPDATE ... RETURNING (xmax = 0)`, which
 /// reports exactly whether the row was created. Scans page through the key column in order.
-/// Calls take connections from a pool, which replaces the ones the server closed (see the
-/// [module](self#connections-and-faults)).
+/// Calls take connections from a pool, which replaces the ones the server closed.
+///
+/// # Connections and faults
+///
+/// Calls take a connection from a [deadpool-postgres](https://docs.rs/deadpool-postgres) pool
+/// (up to [`connections`](PostgresStoreBuilder::connections) of them, opened on demand, each
+/// with its statements prepared once). A connection the server closed (a restart, a
+/// failover, `pg_terminate_backend`, a proxy dropping it) is found closed when it comes back
+/// to the pool and replaced by a new one, so a guard over the store recovers on its own.
+///
+/// - A read (`get`, a scan page) that fails because its connection broke is retried once, on
+///   a new connection (the pool's idle connections are dropped too: one broken connection
+///   usually means the server dropped them all).
+/// - A write is not retried. If the server answered with an error, the statement was rolled
+///   back; if the connection broke while it ran, it may have committed, and
+///   [`write_outcome_unknown`](AsyncStore::write_outcome_unknown) says so (a guard keeps its
+///   filter copy: a false positive, never a false negative).
+/// - While the server cannot be reached, calls fail at once with
+///   [`PostgresStoreError::Unavailable`] instead of each trying to connect: after a failed
+///   connection attempt the store waits 50 ms before the next, doubling up to 1 s, and one
+///   connection that succeeds ends the wait. Each attempt gives up after 2 s.
 ///
 /// # Examples
 ///

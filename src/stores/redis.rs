@@ -7,15 +7,6 @@
 //! and [`RedisStore::index_key`] return them. Writes are Lua scripts, atomic on the server: a
 //! put is `HSET` (whose reply says whether the field was new) plus `ZADD` when it was; a
 //! delete is `HDEL` plus `ZREM`.
-//!
-//! The store talks to the server over a [`ConnectionManager`]: one multiplexed connection,
-//! replaced when it breaks (the server killed it, restarted, or a proxy dropped it), with up
-//! to 6 connection attempts at jittered, doubling delays from 50 ms to 1 s; while the server
-//! stays down each call fails with the connection error after those attempts, and the next
-//! call starts over. A read (`get`, a scan page) that fails because the connection broke is
-//! retried once, on the new connection. A write is not retried: one whose connection broke
-//! may have been applied, and [`write_outcome_unknown`](AsyncStore::write_outcome_unknown)
-//! says so, so a guard keeps its filter copy.
 
 use std::fmt;
 use std::hash::Hash;
@@ -105,6 +96,17 @@ fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
 ///
 /// Keys and values are any types the `redis` crate converts to and from one argument
 /// (`String`, integers, `Vec<u8>`, ...).
+///
+/// # Connections and faults
+///
+/// The store talks to the server over a [`ConnectionManager`]: one multiplexed connection,
+/// replaced when it breaks (the server killed it, restarted, or a proxy dropped it), with up
+/// to 6 connection attempts at jittered, doubling delays from 50 ms to 1 s; while the server
+/// stays down each call fails with the connection error after those attempts, and the next
+/// call starts over. A read (`get`, a scan page) that fails because the connection broke is
+/// retried once, on the new connection. A write is not retried: one whose connection broke
+/// may have been applied, and [`write_outcome_unknown`](AsyncStore::write_outcome_unknown)
+/// says so, so a guard keeps its filter copy.
 ///
 /// # Examples
 ///
