@@ -253,6 +253,19 @@ async fn redis_guard(url: &str) -> AsyncCacheGuard<RedisStore<i64, i64>> {
     guard
 }
 
+async fn postgres_guard(url: String, table: &str) -> AsyncCacheGuard<PostgresStore<i64, i64>> {
+    let store = PostgresStore::<i64, i64>::builder(url)
+        .table(table)
+        .create_table_if_missing(true)
+        .connections(4)
+        .connect()
+        .await
+        .unwrap();
+    let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+    guard.warm_up(1_000, |_| {}).await.unwrap();
+    guard
+}
+
 async fn redis_command(url: &str, command: &mut redis::Cmd) -> redis::RedisResult<redis::Value> {
     let mut connection = redis::Client::open(url)?
         .get_multiplexed_async_connection()
@@ -324,15 +337,7 @@ fn postgres_recovers_when_its_backends_are_terminated() {
     let separator = if url.contains('?') { '&' } else { '?' };
     let store_url = format!("{url}{separator}application_name={application}");
     common::runtime().block_on(async {
-        let store = PostgresStore::<i64, i64>::builder(store_url)
-            .table(&table)
-            .create_table_if_missing(true)
-            .connections(4)
-            .connect()
-            .await
-            .unwrap();
-        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
-        guard.warm_up(1_000, |_| {}).await.unwrap();
+        let guard = postgres_guard(store_url, &table).await;
         let admin_url = url.clone();
         let recovery = survive(
             guard,
@@ -428,17 +433,25 @@ impl OwnPostgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// `pg_ctl` on the cluster's data directory, as the `postgres` user.
+    fn pg_ctl_command(&self) -> Command {
+        let mut command = Command::new("runuser");
+        command
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.path().join("data"));
+        command
+    }
+
     fn pg_ctl(&self, args: &[&str]) {
         let options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1",
             self.port,
             self.dir.path().display()
         );
-        let output = Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(self.bin.join("pg_ctl"))
-            .arg("-D")
-            .arg(self.dir.path().join("data"))
+        let output = self
+            .pg_ctl_command()
             .args(["-o", &options, "-l"])
             .arg(self.dir.path().join("log"))
             .args(args)
@@ -454,11 +467,8 @@ impl OwnPostgres {
 
 impl Drop for OwnPostgres {
     fn drop(&mut self) {
-        let _ = Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(self.bin.join("pg_ctl"))
-            .arg("-D")
-            .arg(self.dir.path().join("data"))
+        let _ = self
+            .pg_ctl_command()
             .args(["stop", "-m", "immediate"])
             .output();
     }
@@ -471,15 +481,7 @@ fn postgres_recovers_when_the_server_crashes_and_restarts() {
     };
     let cluster = Arc::new(cluster);
     common::runtime().block_on(async {
-        let store = PostgresStore::<i64, i64>::builder(cluster.url())
-            .table("reconnect")
-            .create_table_if_missing(true)
-            .connections(4)
-            .connect()
-            .await
-            .unwrap();
-        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
-        guard.warm_up(1_000, |_| {}).await.unwrap();
+        let guard = postgres_guard(cluster.url(), "reconnect").await;
         let down = guard.clone();
         let restarted = Arc::clone(&cluster);
         let recovery = survive(guard, "PostgreSQL crash and restart", move || async move {

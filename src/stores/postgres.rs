@@ -517,10 +517,11 @@ impl<K, V> PostgresStore<K, V> {
     {
         let mut retried = false;
         loop {
-            let client = self.client().await?;
-            let result = match client.prepare_cached(sql).await {
-                Ok(statement) => attempt(client, statement).await.map_err(query(operation)),
-                Err(source) => Err(query("prepare")(source)),
+            let result = match self.prepared(sql).await {
+                Ok((client, statement)) => {
+                    attempt(client, statement).await.map_err(query(operation))
+                }
+                Err(error) => Err(error),
             };
             match result {
                 Err(PostgresStoreError::Query { source, .. })
