@@ -212,3 +212,143 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {}
+
+/// Why a snapshot could not be written or read ([`CuckooFilter::write_snapshot`],
+/// [`CuckooFilter::read_snapshot`] and their `_file` and `_with_hasher` forms, and
+/// [`snapshot::inspect`](crate::snapshot::inspect)).
+///
+/// A read that fails returns no filter at all: a snapshot is loaded whole and checked, or
+/// refused, never loaded in part.
+///
+/// [`CuckooFilter::write_snapshot`]: crate::CuckooFilter::write_snapshot
+/// [`CuckooFilter::read_snapshot`]: crate::CuckooFilter::read_snapshot
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::{CuckooFilter, SnapshotError};
+///
+/// let filter = CuckooFilter::builder().capacity(1_000).seed(1).build()?;
+/// let mut bytes = Vec::new();
+/// filter.write_snapshot(&mut bytes)?;
+/// bytes.truncate(bytes.len() - 1);
+/// let error = CuckooFilter::read_snapshot(&bytes[..]).unwrap_err();
+/// assert!(matches!(error, SnapshotError::Truncated));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// Reading or writing failed.
+    Io(std::io::Error),
+    /// The input ended before the snapshot did.
+    Truncated,
+    /// The input does not start with a snapshot's magic bytes: not a snapshot.
+    BadMagic,
+    /// The snapshot's format version is not one this build reads (a newer one, say).
+    UnsupportedVersion {
+        /// The version the input names.
+        found: u16,
+        /// The version this build reads and writes.
+        supported: u16,
+    },
+    /// The header's checksum does not match its bytes: the header is damaged.
+    HeaderChecksum,
+    /// The checksum over the tables does not match them: the body is damaged.
+    BodyChecksum,
+    /// The header checks out but holds a value no writer produces.
+    InvalidHeader {
+        /// The field, as the format documentation names it.
+        field: &'static str,
+    },
+    /// The body checks out but is inconsistent with itself.
+    InvalidBody {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The snapshot was written by a filter whose hashing differs from this build's or from
+    /// the hasher given: its fingerprints would be looked up in the wrong buckets.
+    HasherMismatch,
+    /// The snapshot's filter used a caller's hasher, whose keys the file does not hold: read
+    /// it with [`read_snapshot_with_hasher`](crate::CuckooFilter::read_snapshot_with_hasher).
+    HashKeysMissing,
+    /// The tables could not be allocated.
+    AllocationFailed {
+        /// Bytes asked of the allocator.
+        bytes: usize,
+    },
+    /// A copy the snapshot carries beside its tables (one a concurrent writer moved while
+    /// the snapshot was taken) found no free slot in its table: the snapshot cannot be loaded
+    /// without losing a key. Take it again.
+    Overfull,
+    /// The input holds more bytes after the snapshot (only the `_file` readers check).
+    TrailingData,
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Io(e) => write!(f, "snapshot I/O failed: {e}"),
+            SnapshotError::Truncated => write!(f, "the snapshot is truncated"),
+            SnapshotError::BadMagic => write!(f, "not a cuckoo-guard snapshot (bad magic bytes)"),
+            SnapshotError::UnsupportedVersion { found, supported } => write!(
+                f,
+                "snapshot format version {found} is not supported (this build reads version \
+                 {supported})"
+            ),
+            SnapshotError::HeaderChecksum => {
+                write!(f, "the snapshot's header is corrupt (checksum mismatch)")
+            }
+            SnapshotError::BodyChecksum => {
+                write!(f, "the snapshot's tables are corrupt (checksum mismatch)")
+            }
+            SnapshotError::InvalidHeader { field } => {
+                write!(f, "the snapshot's header holds an invalid {field}")
+            }
+            SnapshotError::InvalidBody { what } => write!(f, "the snapshot is invalid: {what}"),
+            SnapshotError::HasherMismatch => write!(
+                f,
+                "the snapshot was written with different hashing (another hasher, or a build \
+                 whose ahash hashes differently); its fingerprints cannot be used"
+            ),
+            SnapshotError::HashKeysMissing => write!(
+                f,
+                "the snapshot's filter used its own hasher, whose keys the file does not hold: \
+                 read it with read_snapshot_with_hasher"
+            ),
+            SnapshotError::AllocationFailed { bytes } => {
+                write!(
+                    f,
+                    "could not allocate {bytes} bytes for the snapshot's tables"
+                )
+            }
+            SnapshotError::Overfull => write!(
+                f,
+                "the snapshot's tables have no room for a copy moved while it was taken; take \
+                 the snapshot again"
+            ),
+            SnapshotError::TrailingData => {
+                write!(f, "the snapshot file holds more bytes after the snapshot")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SnapshotError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for SnapshotError {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            SnapshotError::Truncated
+        } else {
+            SnapshotError::Io(e)
+        }
+    }
+}

@@ -36,6 +36,8 @@ pub(crate) trait Layout: Send + Sync + 'static {
     const LANE: u64;
 
     fn new_word() -> Self::Word;
+    /// A word holding `value` (whose high bits beyond the word's width are 0).
+    fn word(value: u64) -> Self::Word;
     fn load(word: &Self::Word, order: Ordering) -> u64;
     fn store(word: &Self::Word, value: u64, order: Ordering);
 }
@@ -60,6 +62,10 @@ impl Layout for Fp16 {
     fn new_word() -> AtomicU64 {
         AtomicU64::new(0)
     }
+    #[inline]
+    fn word(value: u64) -> AtomicU64 {
+        AtomicU64::new(value)
+    }
     #[inline(always)]
     fn load(word: &AtomicU64, order: Ordering) -> u64 {
         word.load(order)
@@ -81,6 +87,11 @@ impl Layout for Fp8 {
     #[inline]
     fn new_word() -> AtomicU32 {
         AtomicU32::new(0)
+    }
+    #[inline]
+    fn word(value: u64) -> AtomicU32 {
+        debug_assert!(value <= u64::from(u32::MAX));
+        AtomicU32::new(value as u32)
     }
     #[inline(always)]
     fn load(word: &AtomicU32, order: Ordering) -> u64 {

@@ -105,6 +105,7 @@ pub mod guard;
 pub mod metrics;
 mod sharded;
 mod sizing;
+pub mod snapshot;
 mod stats;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub mod stores;
@@ -113,7 +114,7 @@ mod table;
 #[cfg(feature = "tower")]
 pub mod tower;
 
-pub use crate::error::{BuildError, InsertError};
+pub use crate::error::{BuildError, InsertError, SnapshotError};
 pub use crate::filter::{Builder, CuckooFilter, Displacement, Growth};
 pub use crate::stats::Stats;
 

@@ -110,6 +110,32 @@ impl Tables {
         }
     }
 
+    /// Tables as a snapshot restores them: `base` and the `grown` tables after it, oldest
+    /// first; `None` if there are more grown tables than `max_steps`.
+    pub(crate) fn from_tables(
+        base: Table,
+        grown: Vec<Table>,
+        step_shift: u32,
+        max_steps: usize,
+    ) -> Option<Self> {
+        if grown.len() > max_steps {
+            return None;
+        }
+        let tables = Tables::new(base, step_shift, max_steps);
+        let count = grown.len();
+        for (slot, table) in tables.slots.iter().zip(grown) {
+            let _ = slot.set(table);
+        }
+        // ORDERING: Relaxed; the tables are not shared yet.
+        tables.grown.store(count, Ordering::Relaxed);
+        Some(tables)
+    }
+
+    /// The growth shift of each step (`log2` of the factor).
+    pub(crate) fn step_shift(&self) -> u32 {
+        self.step_shift
+    }
+
     /// The base table.
     pub(crate) fn base(&self) -> &Table {
         &self.base
@@ -124,8 +150,9 @@ impl Tables {
         }
     }
 
-    /// Table `i`: the base table for 0, else grown table `i`.
-    fn table(&self, i: usize) -> &Table {
+    /// Table `i`: the base table for 0, else grown table `i` (counted by a load of
+    /// [`growth_steps`](Self::growth_steps) returning at least `i`).
+    pub(crate) fn table(&self, i: usize) -> &Table {
         if i == 0 {
             &self.base
         } else {

@@ -5,6 +5,7 @@
 //! [`path`] apply it. Readers take no lock and store nothing on the lookup path. Every bucket
 //! store happens under the lock of the bucket's stripe.
 
+mod copy;
 mod geometry;
 mod growth;
 mod path;
@@ -19,10 +20,14 @@ use crate::fingerprint::{
 use crate::stats::Counters;
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
 
+use self::copy::CopyState;
 use self::geometry::{Flat, Geometry, Nested};
 use self::stripe::{PairLock, StripeLock};
 
+pub(crate) use self::copy::Extra;
 pub(crate) use self::growth::{GrowFailure, GrowingInsertFailure, Tables};
+#[cfg(test)]
+pub(crate) use self::path::Hop;
 pub(crate) use self::path::MAX_PATH_LEN;
 pub(crate) use self::width::Table;
 
@@ -87,6 +92,8 @@ pub(crate) struct RawTable<L: Layout, G: Geometry = Flat> {
     /// 0: breadth-first path search; otherwise the kicks a random-walk search may take.
     random_walk_kicks: usize,
     counters: Counters,
+    /// The state of a running copy (a snapshot), checked by every take (`copy`).
+    copy: CopyState,
     _layout: PhantomData<L>,
 }
 
@@ -141,6 +148,22 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
 
     fn with_geometry_and_stripes(geometry: G, stripes: usize, max_path_len: usize) -> Option<Self> {
         let num_buckets = geometry.buckets() as usize;
+        let mut buckets = Vec::new();
+        buckets.try_reserve_exact(num_buckets).ok()?;
+        buckets.extend((0..num_buckets).map(|_| L::new_word()));
+        Some(Self::from_buckets(geometry, buckets, stripes, max_path_len))
+    }
+
+    /// A table over `buckets` (as many as `geometry` has), counting their fingerprints into
+    /// the stripe words \[I3\].
+    fn from_buckets(
+        geometry: G,
+        buckets: Vec<L::Word>,
+        stripes: usize,
+        max_path_len: usize,
+    ) -> Self {
+        let num_buckets = geometry.buckets() as usize;
+        assert_eq!(buckets.len(), num_buckets);
         assert!(num_buckets >= 1 && num_buckets as u64 <= 1u64 << 32);
         assert!(stripes.is_power_of_two());
         assert!(
@@ -148,19 +171,65 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             "a stripe's count field cannot hold all of its slots"
         );
         assert!((1..=MAX_PATH_LEN).contains(&max_path_len));
-        let mut buckets = Vec::new();
-        buckets.try_reserve_exact(num_buckets).ok()?;
-        buckets.extend((0..num_buckets).map(|_| L::new_word()));
-        Some(RawTable {
+        let mut counts = vec![0u64; stripes];
+        for (i, word) in buckets.iter().enumerate() {
+            // ORDERING: Relaxed; the table is not shared yet.
+            let value = L::load(word, Ordering::Relaxed);
+            let empty = empty_lanes::<L>(value).count_ones() as u64;
+            counts[i & (stripes - 1)] += crate::fingerprint::SLOTS as u64 - empty;
+        }
+        RawTable {
             buckets: buckets.into_boxed_slice(),
-            stripes: (0..stripes).map(|_| AtomicU64::new(0)).collect(),
+            stripes: counts
+                .into_iter()
+                .map(|n| AtomicU64::new(stripe::with_count(n)))
+                .collect(),
             geometry,
             stripe_mask: stripes - 1,
             max_path_len,
             random_walk_kicks: 0,
             counters: Counters::new(),
+            copy: CopyState::new(),
             _layout: PhantomData,
-        })
+        }
+    }
+
+    /// A table of `geometry`'s buckets whose words `fill` supplies, in bucket order, a chunk
+    /// at a time (it fills the slice it is given): the loading half of a snapshot. Allocates
+    /// as the words arrive, so a source that ends early never has the whole table touched.
+    ///
+    /// # Errors
+    ///
+    /// `fill`'s error, or `no_memory(bytes)` if the buckets cannot be allocated.
+    pub(crate) fn load<E>(
+        geometry: G,
+        max_path_len: usize,
+        mut fill: impl FnMut(&mut [u64]) -> Result<(), E>,
+        no_memory: impl FnOnce(usize) -> E,
+    ) -> Result<Self, E> {
+        const CHUNK: usize = 8192;
+        let num_buckets = geometry.buckets() as usize;
+        let mut buckets = Vec::new();
+        if buckets.try_reserve_exact(num_buckets).is_err() {
+            return Err(no_memory(
+                num_buckets.saturating_mul(std::mem::size_of::<L::Word>()),
+            ));
+        }
+        let mut values = vec![0u64; CHUNK.min(num_buckets)];
+        while buckets.len() < num_buckets {
+            let n = (num_buckets - buckets.len()).min(CHUNK);
+            fill(&mut values[..n])?;
+            buckets.extend(values[..n].iter().map(|&v| L::word(v)));
+        }
+        let stripes = num_buckets.next_power_of_two().min(MAX_STRIPES);
+        Ok(Self::from_buckets(geometry, buckets, stripes, max_path_len))
+    }
+
+    /// Adds the copy an [`Extra`] of a snapshot names, into its pair; false if no cuckoo path
+    /// reaches a free slot. For a table not yet shared.
+    pub(crate) fn place_extra(&self, extra: Extra) -> bool {
+        let p = self.probe_at(extra.bucket, extra.fp);
+        self.insert(p, false).is_ok()
     }
 
     /// Searches cuckoo paths by random walks of at most `kicks` steps instead of breadth-first
@@ -491,6 +560,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         } else {
             &[p.primary, p.alternate][..]
         };
+        let watch = self.copy.watch();
         for &bucket in buckets {
             let word = &self.buckets[bucket];
             // ORDERING: Relaxed; under the stripe lock [W1].
@@ -506,10 +576,55 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                         Ordering::Relaxed,
                     );
                 });
+                // A take from the alternate found no copy in the primary: the pair holds no
+                // other copy outside this bucket that a copier could have missed.
+                if let Some(watch) = watch {
+                    if bucket == p.primary && p.alternate != p.primary {
+                        // ORDERING: Relaxed; under the alternate's stripe lock [W1].
+                        let other = L::load(&self.buckets[p.alternate], Ordering::Relaxed);
+                        if matching_lanes::<L>(other, p.fp) != 0 {
+                            self.copy.after_take(watch, bucket, p.alternate, p.fp);
+                        }
+                    }
+                }
                 return true;
             }
         }
         false
+    }
+
+    /// Reads every bucket word in order, `chunk` buckets at a time, handing each chunk's
+    /// values to `sink`, while readers and writers run (`copy`); returns the extras the
+    /// copy's snapshot must add, or the sink's error.
+    ///
+    /// A copy of the words plus the extras holds every key inserted before the call and not
+    /// removed.
+    pub(crate) fn copy_out<E>(
+        &self,
+        chunk: usize,
+        mut sink: impl FnMut(&[u64]) -> Result<(), E>,
+    ) -> Result<Vec<Extra>, E> {
+        let chunk = chunk.max(1);
+        let mut values = Vec::with_capacity(chunk.min(self.buckets.len()));
+        let (result, extras) = self.copy.run(&self.stripes, |chunks| {
+            for (index, words) in self.buckets.chunks(chunk).enumerate() {
+                let end = index * chunk + words.len();
+                chunks.read(end, || {
+                    values.clear();
+                    // ORDERING: Acquire; [C2] with the chunk's announcement fenced before.
+                    values.extend(words.iter().map(|w| L::load(w, Ordering::Acquire)));
+                });
+                sink(&values)?;
+            }
+            Ok(())
+        });
+        result.map(|()| extras)
+    }
+
+    /// The copy protocol's state, for loom models that break one of its steps.
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn copy_state_mut(&mut self) -> &mut CopyState {
+        &mut self.copy
     }
 
     /// Empties the table: a take \[W3\] of everything, under every stripe lock (taken in

@@ -235,6 +235,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         if free == 0 {
             return false;
         }
+        let watch = self.copy.watch();
         let version_stripe = self.stripe_of(hop.from.min(hop.to));
         locks.get(version_stripe).begin_take();
         // ORDERING: Relaxed; [W3] copy first, after the Release fence of `begin_take`.
@@ -249,6 +250,9 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         locks.get(version_stripe).end_take();
         locks.get(from_stripe).remove_fingerprint();
         locks.get(to_stripe).add_fingerprint();
+        if let Some(watch) = watch {
+            self.copy.after_take(watch, hop.from, hop.to, hop.fp);
+        }
         true
     }
 

@@ -140,6 +140,13 @@ const COUNT_ONE: u64 = 1 << COUNT_SHIFT;
 /// most this many slots.
 pub(crate) const MAX_STRIPE_SLOTS: usize = (1 << (64 - COUNT_SHIFT)) - 1;
 
+/// An unlocked stripe word at version 0 counting `n` fingerprints \[I3\].
+#[inline]
+pub(crate) fn with_count(n: u64) -> u64 {
+    debug_assert!(n <= MAX_STRIPE_SLOTS as u64);
+    n << COUNT_SHIFT
+}
+
 /// Whether a take is in flight in this stripe (the version is odd).
 #[inline(always)]
 pub(crate) fn is_taking(word: u64) -> bool {

@@ -4,8 +4,8 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use super::geometry::Nested;
-use super::{InsertFailure, Inserted, Probe, RawTable};
+use super::geometry::{Flat, Nested};
+use super::{Extra, InsertFailure, Inserted, Probe, RawTable};
 use crate::fingerprint::{Fp16, Fp8, Layout};
 use crate::stats::Stats;
 
@@ -50,6 +50,58 @@ impl Table {
         } else {
             RawTable::new(buckets, max_path_len).map(|t| Table::Fp16(t.with_random_walk(kicks)))
         }
+    }
+
+    /// A table of `bits`-bit fingerprints whose words `fill` supplies ([`RawTable::load`]):
+    /// the base table (`shift` `None`) of `buckets` buckets, or a table nested over a base
+    /// of `buckets` buckets with `2^shift` sub-buckets each.
+    pub(crate) fn load<E>(
+        bits: u32,
+        buckets: usize,
+        shift: Option<u32>,
+        max_path_len: usize,
+        kicks: usize,
+        fill: impl FnMut(&mut [u64]) -> Result<(), E>,
+        no_memory: impl FnOnce(usize) -> E,
+    ) -> Result<Self, E> {
+        debug_assert!(bits == Fp8::BITS || bits == Fp16::BITS);
+        let flat = Flat {
+            buckets: buckets as u64,
+        };
+        let nested = |shift| Nested {
+            base: buckets as u64,
+            shift,
+        };
+        Ok(match (bits == Fp8::BITS, shift) {
+            (true, None) => Table::Fp8(
+                RawTable::load(flat, max_path_len, fill, no_memory)?.with_random_walk(kicks),
+            ),
+            (false, None) => Table::Fp16(
+                RawTable::load(flat, max_path_len, fill, no_memory)?.with_random_walk(kicks),
+            ),
+            (true, Some(shift)) => Table::Fp8Nested(
+                RawTable::load(nested(shift), max_path_len, fill, no_memory)?
+                    .with_random_walk(kicks),
+            ),
+            (false, Some(shift)) => Table::Fp16Nested(
+                RawTable::load(nested(shift), max_path_len, fill, no_memory)?
+                    .with_random_walk(kicks),
+            ),
+        })
+    }
+
+    /// [`RawTable::copy_out`] of this table.
+    pub(crate) fn copy_out<E>(
+        &self,
+        chunk: usize,
+        sink: impl FnMut(&[u64]) -> Result<(), E>,
+    ) -> Result<Vec<Extra>, E> {
+        with_table!(self, t => t.copy_out(chunk, sink))
+    }
+
+    /// [`RawTable::place_extra`] of this table.
+    pub(crate) fn place_extra(&self, extra: Extra) -> bool {
+        with_table!(self, t => t.place_extra(extra))
     }
 
     #[inline(always)]

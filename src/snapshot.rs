@@ -1,0 +1,818 @@
+//! Snapshots: a filter written to a file (or any [`Write`]) while it serves, and read back
+//! whole and checked.
+//!
+//! [`CuckooFilter::write_snapshot`] copies the filter while readers and writers run, without
+//! stopping or locking them out (each writer checks one flag; see below), and
+//! [`CuckooFilter::read_snapshot`] rebuilds it. A snapshot holds every key whose insert
+//! returned before the snapshot began and that was not removed before it ended; it may also
+//! hold keys inserted or removed while it was taken (a removed one is a false positive of the
+//! loaded filter, never a false negative of it).
+//!
+//! Reading refuses, with a specific [`SnapshotError`], anything it cannot trust: input that
+//! is truncated, is not a snapshot, has a format version this build does not read, fails a
+//! checksum, or was hashed differently from the filter it would become (another ahash build,
+//! another hasher). It never panics and never returns a filter that misses a key the
+//! snapshot holds.
+//!
+//! ```
+//! use cuckoo_guard::CuckooFilter;
+//!
+//! let filter = CuckooFilter::with_capacity(10_000);
+//! for id in 0..5_000u64 {
+//!     filter.insert(&id)?;
+//! }
+//! let mut file = Vec::new();
+//! filter.write_snapshot(&mut file)?;
+//! let restored = CuckooFilter::read_snapshot(&file[..])?;
+//! assert!((0..5_000u64).all(|id| restored.contains(&id)));
+//! assert_eq!(restored.len(), filter.len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The file holds the hash keys
+//!
+//! A filter's hash keys are what keep an attacker from choosing keys that collide (the README's
+//! "Keys an attacker chooses"): whoever reads them can compute keys that all land in one
+//! bucket pair, which fill a fixed-size filter's pair or push a growing filter to add tables.
+//! So a snapshot file is as sensitive as the keys: [`CuckooFilter::write_snapshot_file`]
+//! creates it readable and writable by its owner only (mode `0600` on Unix), writes it under
+//! a temporary name and renames it into place (a reader never sees half a file), and syncs
+//! it to disk before the rename. Store and copy it as you would a secret.
+//!
+//! # Taking a snapshot while writers run
+//!
+//! The snapshot reads each table's bucket words once, in order, with no lock held, while
+//! inserts, removes and displacements go on. A displacement (or a remove that takes the copy
+//! another key was relying on) can move a key's fingerprint from a bucket the copy has not
+//! read yet to one it already has, where the copy would miss it. Every such move checks,
+//! under its bucket locks, whether it may straddle the copy's position, and if so records the
+//! moved fingerprint; the snapshot carries these *extra* copies after each table, and reading
+//! puts them back into their bucket pairs. A writer pays one load of a flag when no snapshot
+//! runs. The protocol, its proof and its loom models are in the crate's `table::copy`
+//! module.
+//!
+//! # The format (version 1)
+//!
+//! Every integer is little-endian. A snapshot is a header, the tables, and a trailer.
+//!
+//! **Header** (88 bytes):
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 8 | magic: `89 43 55 43 4B 4F 4F 0A` (`\x89CUCKOO\n`) |
+//! | 8 | 2 | format version: 1 |
+//! | 10 | 1 | fingerprint bits: 8 or 16 |
+//! | 11 | 1 | maximum cuckoo path length, in buckets: 1 to 8 |
+//! | 12 | 1 | growth shift: `log2` of the growth factor (0 to 4) |
+//! | 13 | 1 | growth steps allowed: 0 (the filter never grows) to 32 |
+//! | 14 | 1 | tables in this snapshot: 1 + the growth steps taken |
+//! | 15 | 1 | hasher: 1 = ahash keyed by the four keys below; 0 = the caller's own hasher (keys are 0) |
+//! | 16 | 4 | random-walk kick limit (0 = breadth-first path search) |
+//! | 20 | 4 | reserved, 0 |
+//! | 24 | 8 | buckets of the base table: 1 to 2^32 |
+//! | 32 | 8 | the capacity, in keys, the filter was built for |
+//! | 40 | 32 | the hasher's four 64-bit keys |
+//! | 72 | 8 | probe: the filter's hash of the `u64` 0x6375636B6F6F2D67 |
+//! | 80 | 8 | XXH64 (seed 0) of bytes 0 to 79 |
+//!
+//! The probe is how a reader tells whether its hashing matches the writer's: it hashes the
+//! same value with the hasher it would use and refuses the snapshot
+//! ([`SnapshotError::HasherMismatch`]) if the results differ. ahash does not promise the same
+//! hashes across its versions, target features or platforms; a filter loaded with other
+//! hashing would look every key up in the wrong buckets.
+//!
+//! **Tables**, newest first, one section per table. Table `i` (0 is the base table) has
+//! `base << (i * shift)` buckets. A section is:
+//!
+//! - the table's bucket words, in bucket order: 4 bytes each for 8-bit fingerprints, 8 bytes
+//!   each for 16-bit ones. A word holds the bucket's four slots, slot `j` in bits
+//!   `j * bits` to `(j + 1) * bits - 1`; 0 is an empty slot.
+//! - the number of extras, 8 bytes, at most 4 per bucket of the table;
+//! - a checkpoint, 8 bytes: XXH64 (seed 0) of every byte from the end of the header to the
+//!   end of the number of extras, so that damage to the words or the count is caught before
+//!   the count is used;
+//! - each extra, 8 bytes: a bucket index of the table in bits 0 to 31 and a non-zero
+//!   fingerprint in bits 32 to 47. Reading inserts the fingerprint into that bucket's pair.
+//!
+//! **Trailer** (16 bytes): the number of fingerprints in all tables, extras included (8
+//! bytes), then XXH64 (seed 0) of every byte from the end of the header to the end of that
+//! count, checkpoints included (8 bytes).
+//!
+//! A future format gets a new version number; this build refuses any version but 1.
+
+use std::fs::{self, File, OpenOptions};
+use std::hash::BuildHasher;
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+
+use ahash::RandomState;
+
+use crate::error::SnapshotError;
+use crate::filter::{CuckooFilter, Displacement, Growth};
+use crate::table::{Extra, Table, Tables, MAX_PATH_LEN};
+
+mod xxh64;
+
+use self::xxh64::{xxh64, Xxh64};
+
+/// The first 8 bytes of every snapshot.
+const MAGIC: [u8; 8] = *b"\x89CUCKOO\n";
+
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// Bytes of the header, its checksum included.
+const HEADER_LEN: usize = 88;
+
+/// The value whose hash the header carries as the probe.
+const PROBE_KEY: u64 = 0x6375_636B_6F6F_2D67;
+
+/// Buckets copied and written per chunk.
+const CHUNK: usize = 8192;
+
+/// The largest bucket count of one table.
+const MAX_BUCKETS: u64 = 1 << 32;
+
+/// The probe value of a hasher: its hash of [`PROBE_KEY`].
+fn probe_of(hasher: &impl BuildHasher) -> u64 {
+    hasher.hash_one(PROBE_KEY)
+}
+
+/// The configuration a snapshot's header records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Header {
+    bits: u32,
+    max_path_len: usize,
+    step_shift: u32,
+    max_steps: usize,
+    tables: usize,
+    keys: Option<[u64; 4]>,
+    kicks: usize,
+    base_buckets: usize,
+    built_for: usize,
+    probe: u64,
+}
+
+impl Header {
+    fn of<S: BuildHasher>(filter: &CuckooFilter<S>, tables: usize) -> Self {
+        let t = filter.tables();
+        Header {
+            bits: filter.fingerprint_bits(),
+            max_path_len: filter.max_path_len(),
+            step_shift: t.step_shift(),
+            max_steps: t.max_growth_steps(),
+            tables,
+            keys: filter.hash_keys(),
+            kicks: t.base().random_walk_kicks(),
+            base_buckets: t.base().num_buckets(),
+            built_for: filter.built_for(),
+            probe: probe_of(filter.hasher()),
+        }
+    }
+
+    fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0..8].copy_from_slice(&MAGIC);
+        h[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        h[10] = self.bits as u8;
+        h[11] = self.max_path_len as u8;
+        h[12] = self.step_shift as u8;
+        h[13] = self.max_steps as u8;
+        h[14] = self.tables as u8;
+        h[15] = u8::from(self.keys.is_some());
+        h[16..20].copy_from_slice(&(self.kicks as u32).to_le_bytes());
+        h[24..32].copy_from_slice(&(self.base_buckets as u64).to_le_bytes());
+        h[32..40].copy_from_slice(&(self.built_for as u64).to_le_bytes());
+        for (i, key) in self.keys.unwrap_or_default().iter().enumerate() {
+            h[40 + 8 * i..48 + 8 * i].copy_from_slice(&key.to_le_bytes());
+        }
+        h[72..80].copy_from_slice(&self.probe.to_le_bytes());
+        let checksum = xxh64(&h[..80], 0);
+        h[80..88].copy_from_slice(&checksum.to_le_bytes());
+        h
+    }
+
+    fn decode(h: &[u8; HEADER_LEN]) -> Result<Self, SnapshotError> {
+        let u32_at = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
+        if h[0..8] != MAGIC {
+            return Err(SnapshotError::BadMagic);
+        }
+        let version = u16::from_le_bytes([h[8], h[9]]);
+        if version != FORMAT_VERSION {
+            return Err(SnapshotError::UnsupportedVersion {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        if xxh64(&h[..80], 0) != u64_at(80) {
+            return Err(SnapshotError::HeaderChecksum);
+        }
+        let invalid = |field| Err(SnapshotError::InvalidHeader { field });
+        let bits = u32::from(h[10]);
+        if bits != 8 && bits != 16 {
+            return invalid("fingerprint width");
+        }
+        let max_path_len = usize::from(h[11]);
+        if !(1..=MAX_PATH_LEN).contains(&max_path_len) {
+            return invalid("maximum path length");
+        }
+        let (step_shift, max_steps) = (u32::from(h[12]), usize::from(h[13]));
+        let growth_ok = if max_steps == 0 {
+            step_shift == 0
+        } else {
+            step_shift <= 4 && max_steps <= 32 && step_shift as usize * max_steps <= 16
+        };
+        if !growth_ok {
+            return invalid("growth");
+        }
+        let tables = usize::from(h[14]);
+        if tables == 0 || tables > max_steps + 1 {
+            return invalid("table count");
+        }
+        let keys = match h[15] {
+            0 if h[40..72].iter().all(|&b| b == 0) => None,
+            1 => Some([u64_at(40), u64_at(48), u64_at(56), u64_at(64)]),
+            _ => return invalid("hasher"),
+        };
+        let kicks = u32_at(16) as usize;
+        if kicks > 100_000 {
+            return invalid("random-walk kick limit");
+        }
+        if u32_at(20) != 0 {
+            return invalid("reserved bytes");
+        }
+        let base = u64_at(24);
+        let largest = (tables as u64 - 1) * u64::from(step_shift);
+        if base == 0 || base > MAX_BUCKETS || base << largest > MAX_BUCKETS {
+            return invalid("bucket count");
+        }
+        let Ok(base_buckets) = usize::try_from(base) else {
+            return invalid("bucket count");
+        };
+        let built_for = match usize::try_from(u64_at(32)) {
+            Ok(n) if n >= 1 => n,
+            _ => return invalid("capacity"),
+        };
+        Ok(Header {
+            bits,
+            max_path_len,
+            step_shift,
+            max_steps,
+            tables,
+            keys,
+            kicks,
+            base_buckets,
+            built_for,
+            probe: u64_at(72),
+        })
+    }
+
+    /// Buckets of table `i` (0 is the base table).
+    fn buckets(&self, i: usize) -> usize {
+        self.base_buckets << (i as u32 * self.step_shift)
+    }
+
+    fn word_bytes(&self) -> usize {
+        if self.bits == 8 {
+            4
+        } else {
+            8
+        }
+    }
+
+    fn growth(&self) -> Growth {
+        if self.max_steps == 0 {
+            Growth::Fixed
+        } else {
+            Growth::Expand {
+                factor: 1 << self.step_shift,
+                max_steps: self.max_steps,
+            }
+        }
+    }
+
+    fn displacement(&self) -> Displacement {
+        match self.kicks {
+            0 => Displacement::BreadthFirst,
+            max_kicks => Displacement::RandomWalk { max_kicks },
+        }
+    }
+}
+
+/// Occupied slots of a bucket word of `bits`-bit fingerprints.
+#[inline(always)]
+fn occupied(word: u64, bits: u32) -> u64 {
+    let lane = (1u64 << bits) - 1;
+    (0..4)
+        .map(|j| u64::from((word >> (j * bits)) & lane != 0))
+        .sum()
+}
+
+/// What [`CuckooFilter::write_snapshot`] wrote.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let filter = CuckooFilter::with_capacity(100);
+/// filter.insert("a")?;
+/// let written = filter.write_snapshot(std::io::sink())?;
+/// assert_eq!(written.items, 1);
+/// assert_eq!(written.extras, 0); // no writer moved anything during the copy
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Written {
+    /// Bytes written.
+    pub bytes: u64,
+    /// Fingerprints in the snapshot, extras included.
+    pub items: u64,
+    /// Copies concurrent writers moved across the copy, carried as extras.
+    pub extras: u64,
+}
+
+/// Writes `filter`'s snapshot to `w` (see the module documentation).
+pub(crate) fn write<S: BuildHasher>(
+    filter: &CuckooFilter<S>,
+    mut w: impl Write,
+) -> Result<Written, SnapshotError> {
+    let tables = filter.tables();
+    // A key inserted before this call is in a table this load counts (growth [G2]).
+    let grown = tables.growth_steps();
+    let header = Header::of(filter, grown + 1);
+    w.write_all(&header.encode())?;
+    let width = header.word_bytes();
+    let mut sum = Xxh64::new(0);
+    let mut bytes = Vec::with_capacity(CHUNK * width);
+    let (mut items, mut extras_total, mut written) = (0u64, 0u64, HEADER_LEN as u64);
+    // Newest first: a remove hands a key over only to a copy in its own or an older table
+    // (growth invariant (b)), so a copy handed over while one table is copied lands in a
+    // table not copied yet.
+    for i in (0..=grown).rev() {
+        let extras = tables.table(i).copy_out(CHUNK, |values| {
+            bytes.clear();
+            for &value in values {
+                items += occupied(value, header.bits);
+                bytes.extend_from_slice(&value.to_le_bytes()[..width]);
+            }
+            sum.update(&bytes);
+            written += bytes.len() as u64;
+            w.write_all(&bytes)
+        })?;
+        bytes.clear();
+        bytes.extend_from_slice(&(extras.len() as u64).to_le_bytes());
+        sum.update(&bytes);
+        let checkpoint = sum.digest().to_le_bytes();
+        bytes.extend_from_slice(&checkpoint);
+        sum.update(&checkpoint);
+        let hashed = bytes.len();
+        for extra in &extras {
+            bytes.extend_from_slice(&(extra.bucket as u64 | extra.fp << 32).to_le_bytes());
+        }
+        items += extras.len() as u64;
+        extras_total += extras.len() as u64;
+        sum.update(&bytes[hashed..]);
+        written += bytes.len() as u64;
+        w.write_all(&bytes)?;
+    }
+    let count = items.to_le_bytes();
+    sum.update(&count);
+    w.write_all(&count)?;
+    w.write_all(&sum.digest().to_le_bytes())?;
+    w.flush()?;
+    Ok(Written {
+        bytes: written + 16,
+        items,
+        extras: extras_total,
+    })
+}
+
+/// Writes `filter`'s snapshot to `path`: owner-only, under a temporary name, synced, then
+/// renamed into place.
+pub(crate) fn write_file<S: BuildHasher>(
+    filter: &CuckooFilter<S>,
+    path: &Path,
+) -> Result<Written, SnapshotError> {
+    let name = path.file_name().ok_or_else(|| {
+        SnapshotError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} names no file", path.display()),
+        ))
+    })?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut temporary_name = std::ffi::OsString::from(".");
+    temporary_name.push(name);
+    temporary_name.push(format!(".{}.tmp", std::process::id()));
+    let temporary = dir.join(temporary_name);
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let result = (|| {
+        let mut file = options.open(&temporary)?;
+        // An existing file keeps its mode under `open`; make sure of the owner-only one.
+        #[cfg(unix)]
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        let written = write(filter, &mut file)?;
+        file.sync_all()?;
+        fs::rename(&temporary, path)?;
+        // The rename is durable once the directory is synced; where a directory cannot be
+        // opened (not Unix), the file itself is synced already.
+        if let Ok(dir) = File::open(dir) {
+            let _ = dir.sync_all();
+        }
+        Ok(written)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    result
+}
+
+/// Reads a body: bucket words into tables (or nowhere, for [`inspect`]), extras and the
+/// trailer, hashing as it goes.
+struct Body<R> {
+    r: R,
+    sum: Xxh64,
+    bytes: Vec<u8>,
+    width: usize,
+    bits: u32,
+    items: u64,
+    extras: u64,
+    read: u64,
+}
+
+impl<R: Read> Body<R> {
+    fn new(r: R, header: &Header) -> Self {
+        Body {
+            r,
+            sum: Xxh64::new(0),
+            bytes: Vec::new(),
+            width: header.word_bytes(),
+            bits: header.bits,
+            items: 0,
+            extras: 0,
+            read: HEADER_LEN as u64,
+        }
+    }
+
+    fn read_hashed(&mut self, n: usize) -> Result<(), SnapshotError> {
+        self.bytes.resize(n, 0);
+        self.r.read_exact(&mut self.bytes)?;
+        self.sum.update(&self.bytes);
+        self.read += n as u64;
+        Ok(())
+    }
+
+    fn u64(&mut self) -> Result<u64, SnapshotError> {
+        self.read_hashed(8)?;
+        Ok(u64::from_le_bytes(
+            self.bytes[..8].try_into().expect("8 bytes"),
+        ))
+    }
+
+    /// Fills `values` with the next bucket words.
+    fn words(&mut self, values: &mut [u64]) -> Result<(), SnapshotError> {
+        self.read_hashed(values.len() * self.width)?;
+        let mut word = [0u8; 8];
+        for (value, bytes) in values.iter_mut().zip(self.bytes.chunks_exact(self.width)) {
+            word[..self.width].copy_from_slice(bytes);
+            *value = u64::from_le_bytes(word);
+            self.items += occupied(*value, self.bits);
+        }
+        Ok(())
+    }
+
+    /// The extras count and checkpoint of a table of `buckets` buckets, then its extras,
+    /// unchecked until [`finish`](Self::finish) has checked the trailer ([`check_extras`]).
+    fn extras(&mut self, buckets: usize) -> Result<Vec<u64>, SnapshotError> {
+        let n = self.u64()?;
+        let mut checkpoint = [0u8; 8];
+        self.r.read_exact(&mut checkpoint)?;
+        if self.sum.digest() != u64::from_le_bytes(checkpoint) {
+            return Err(SnapshotError::BodyChecksum);
+        }
+        self.sum.update(&checkpoint);
+        self.read += 8;
+        if n > 4 * buckets as u64 {
+            return Err(SnapshotError::InvalidBody {
+                what: "more extras than the table has slots",
+            });
+        }
+        let mut extras = Vec::new();
+        for _ in 0..n {
+            extras.push(self.u64()?);
+        }
+        self.items += n;
+        self.extras += n;
+        Ok(extras)
+    }
+
+    /// Reads the trailer and checks it against what was read.
+    fn finish(mut self) -> Result<u64, SnapshotError> {
+        let items = self.u64()?;
+        let mut checksum = [0u8; 8];
+        self.r.read_exact(&mut checksum)?;
+        self.read += 8;
+        if self.sum.digest() != u64::from_le_bytes(checksum) {
+            return Err(SnapshotError::BodyChecksum);
+        }
+        if items != self.items {
+            return Err(SnapshotError::InvalidBody {
+                what: "the item count differs from the fingerprints stored",
+            });
+        }
+        Ok(self.read)
+    }
+}
+
+/// The extras of a table of `buckets` buckets of `bits`-bit fingerprints, as read by
+/// [`Body::extras`], checked.
+fn check_extras(raw: &[u64], buckets: usize, bits: u32) -> Result<Vec<Extra>, SnapshotError> {
+    raw.iter()
+        .map(|&raw| {
+            let (bucket, fp) = ((raw & 0xFFFF_FFFF) as usize, raw >> 32);
+            if bucket >= buckets || fp == 0 || fp >= 1 << bits {
+                return Err(SnapshotError::InvalidBody {
+                    what: "an extra names no bucket of its table or no fingerprint",
+                });
+            }
+            Ok(Extra { bucket, fp })
+        })
+        .collect()
+}
+
+fn read_header(r: &mut impl Read) -> Result<Header, SnapshotError> {
+    let mut h = [0u8; HEADER_LEN];
+    // The magic first, so that short input that is not a snapshot is called that.
+    r.read_exact(&mut h[..MAGIC.len()])?;
+    if h[..MAGIC.len()] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    r.read_exact(&mut h[MAGIC.len()..])?;
+    Header::decode(&h)
+}
+
+/// Reads a snapshot with the hasher `hasher_for` picks from its header.
+pub(crate) fn read<S: BuildHasher>(
+    mut r: impl Read,
+    hasher_for: impl FnOnce(&Header) -> Result<(S, Option<[u64; 4]>), SnapshotError>,
+) -> Result<CuckooFilter<S>, SnapshotError> {
+    let header = read_header(&mut r)?;
+    let (hasher, keys) = hasher_for(&header)?;
+    if probe_of(&hasher) != header.probe {
+        return Err(SnapshotError::HasherMismatch);
+    }
+    let mut body = Body::new(r, &header);
+    let mut tables = Vec::with_capacity(header.tables);
+    for i in (0..header.tables).rev() {
+        let table = Table::load(
+            header.bits,
+            header.base_buckets,
+            (i > 0).then(|| i as u32 * header.step_shift),
+            header.max_path_len,
+            header.kicks,
+            |values| body.words(values),
+            |bytes| SnapshotError::AllocationFailed { bytes },
+        )?;
+        let extras = body.extras(header.buckets(i))?;
+        tables.push((table, extras, header.buckets(i)));
+    }
+    body.finish()?;
+    for (table, raw, buckets) in &tables {
+        let extras = check_extras(raw, *buckets, header.bits)?;
+        if !extras.into_iter().all(|extra| table.place_extra(extra)) {
+            return Err(SnapshotError::Overfull);
+        }
+    }
+    let mut oldest_first = tables.into_iter().rev().map(|(table, _, _)| table);
+    let base = oldest_first
+        .next()
+        .expect("a snapshot has at least one table");
+    let tables = Tables::from_tables(
+        base,
+        oldest_first.collect(),
+        header.step_shift,
+        header.max_steps,
+    )
+    .ok_or(SnapshotError::InvalidHeader {
+        field: "table count",
+    })?;
+    Ok(CuckooFilter::from_parts(
+        hasher,
+        keys,
+        header.built_for,
+        tables,
+    ))
+}
+
+/// The hasher of a snapshot that holds its ahash keys.
+pub(crate) fn ahash_of(header: &Header) -> Result<(RandomState, Option<[u64; 4]>), SnapshotError> {
+    let [k0, k1, k2, k3] = header.keys.ok_or(SnapshotError::HashKeysMissing)?;
+    Ok((RandomState::with_seeds(k0, k1, k2, k3), header.keys))
+}
+
+/// Reads a snapshot file: buffered, and refused if bytes follow the snapshot.
+pub(crate) fn read_file<S: BuildHasher>(
+    path: &Path,
+    read_from: impl FnOnce(&mut BufReader<File>) -> Result<CuckooFilter<S>, SnapshotError>,
+) -> Result<CuckooFilter<S>, SnapshotError> {
+    let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let filter = read_from(&mut r)?;
+    if r.read(&mut [0u8; 1])? != 0 {
+        return Err(SnapshotError::TrailingData);
+    }
+    Ok(filter)
+}
+
+/// A snapshot's header and the result of checking its body, from [`inspect`].
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::{snapshot, CuckooFilter};
+///
+/// let filter = CuckooFilter::builder().capacity(1_000).fingerprint_bits(8).build()?;
+/// filter.insert("k")?;
+/// let mut bytes = Vec::new();
+/// filter.write_snapshot(&mut bytes)?;
+/// let info = snapshot::inspect(&bytes[..])?;
+/// assert_eq!(info.fingerprint_bits, 8);
+/// assert_eq!(info.body.as_ref().unwrap().items, 1);
+/// assert!(info.readable_by_this_build());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Info {
+    /// The format version.
+    pub format_version: u16,
+    /// Bits per fingerprint: 8 or 16.
+    pub fingerprint_bits: u32,
+    /// Buckets of the base table.
+    pub base_buckets: u64,
+    /// Tables in the snapshot (1 + the growth steps the filter had taken).
+    pub tables: usize,
+    /// Buckets of all tables.
+    pub buckets: u64,
+    /// The capacity the filter was built for, in keys.
+    pub built_for: u64,
+    /// The filter's growth policy.
+    pub growth: Growth,
+    /// The filter's path search.
+    pub displacement: Displacement,
+    /// The maximum cuckoo path length.
+    pub max_path_len: usize,
+    /// Whether the file holds the ahash keys (`false`: the filter used a caller's hasher).
+    pub hash_keys: bool,
+    /// Whether the probe matches this build's ahash under the file's keys (`None` without
+    /// keys).
+    pub probe_matches: Option<bool>,
+    /// The body: what it holds if every check passed, else why not.
+    pub body: Result<BodyInfo, SnapshotError>,
+}
+
+/// The checked body of a snapshot (see [`Info`]).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::{snapshot, CuckooFilter};
+///
+/// let filter = CuckooFilter::with_capacity(1_000);
+/// let mut bytes = Vec::new();
+/// filter.write_snapshot(&mut bytes)?;
+/// let body = snapshot::inspect(&bytes[..])?.body?;
+/// assert_eq!((body.items, body.extras, body.bytes), (0, 0, bytes.len() as u64));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BodyInfo {
+    /// Fingerprints, extras included.
+    pub items: u64,
+    /// Extras: copies moved by writers while the snapshot was taken.
+    pub extras: u64,
+    /// Bytes of the whole snapshot.
+    pub bytes: u64,
+}
+
+impl Info {
+    /// Fingerprint slots of all tables.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::{snapshot, CuckooFilter};
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// let mut bytes = Vec::new();
+    /// filter.write_snapshot(&mut bytes)?;
+    /// assert_eq!(snapshot::inspect(&bytes[..])?.capacity(), filter.capacity() as u64);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn capacity(&self) -> u64 {
+        self.buckets * 4
+    }
+
+    /// Whether [`CuckooFilter::read_snapshot`] in this build would load the file: the header
+    /// holds ahash keys, the probe matches, and the body checked out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::hash::RandomState;
+    /// use cuckoo_guard::{snapshot, CuckooFilter};
+    ///
+    /// let filter = CuckooFilter::builder().capacity(10).hasher(RandomState::new()).build()?;
+    /// let mut bytes = Vec::new();
+    /// filter.write_snapshot(&mut bytes)?;
+    /// let info = snapshot::inspect(&bytes[..])?;
+    /// assert!(!info.hash_keys);
+    /// assert!(!info.readable_by_this_build()); // needs read_snapshot_with_hasher
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn readable_by_this_build(&self) -> bool {
+        self.probe_matches == Some(true) && self.body.is_ok()
+    }
+}
+
+/// Reads a snapshot's header and checks its body without building the filter: for tools
+/// that report on a file.
+///
+/// # Errors
+///
+/// [`SnapshotError`] if the header cannot be read or checked (truncated, bad magic,
+/// unsupported version, header checksum, invalid field). A body that fails its checks is
+/// reported in [`Info::body`] instead.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::{snapshot, CuckooFilter, SnapshotError};
+///
+/// let filter = CuckooFilter::with_capacity(1_000);
+/// let mut bytes = Vec::new();
+/// filter.write_snapshot(&mut bytes)?;
+/// let last = bytes.len() - 20;
+/// bytes[last] ^= 1;
+/// let info = snapshot::inspect(&bytes[..])?;
+/// assert!(matches!(info.body, Err(SnapshotError::BodyChecksum)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn inspect(mut r: impl Read) -> Result<Info, SnapshotError> {
+    let header = read_header(&mut r)?;
+    let probe_matches = header
+        .keys
+        .map(|_| ahash_of(&header).map(|(h, _)| probe_of(&h) == header.probe))
+        .transpose()?;
+    let buckets = (0..header.tables).map(|i| header.buckets(i) as u64).sum();
+    let body = (|| {
+        let mut body = Body::new(r, &header);
+        let mut values = vec![0u64; CHUNK];
+        let mut checked = Vec::new();
+        for i in (0..header.tables).rev() {
+            let mut left = header.buckets(i);
+            while left > 0 {
+                let n = left.min(CHUNK);
+                body.words(&mut values[..n])?;
+                left -= n;
+            }
+            let raw = body.extras(header.buckets(i))?;
+            checked.push((raw, header.buckets(i)));
+        }
+        let (items, extras) = (body.items, body.extras);
+        let bytes = body.finish()?;
+        for (raw, buckets) in &checked {
+            check_extras(raw, *buckets, header.bits)?;
+        }
+        Ok(BodyInfo {
+            items,
+            extras,
+            bytes,
+        })
+    })();
+    Ok(Info {
+        format_version: FORMAT_VERSION,
+        fingerprint_bits: header.bits,
+        base_buckets: header.base_buckets as u64,
+        tables: header.tables,
+        buckets,
+        built_for: header.built_for as u64,
+        growth: header.growth(),
+        displacement: header.displacement(),
+        max_path_len: header.max_path_len,
+        hash_keys: header.keys.is_some(),
+        probe_matches,
+        body,
+    })
+}
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod tests;

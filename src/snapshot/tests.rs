@@ -1,0 +1,566 @@
+//! The format's own tests: round trips of every configuration, every refusal, and the
+//! extras a straddling writer leaves (forced from inside the copier's sink).
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::error::SnapshotError;
+use crate::filter::CuckooFilter;
+use crate::table::{Extra, Hop};
+
+fn snapshot_of<S: BuildHasher>(filter: &CuckooFilter<S>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let written = filter.write_snapshot(&mut bytes).unwrap();
+    assert_eq!(written.bytes, bytes.len() as u64);
+    bytes
+}
+
+/// A seeded filter of `keys` keys, built by `configure`.
+fn filled(
+    keys: u64,
+    configure: impl FnOnce(crate::Builder<RandomState>) -> crate::Builder<RandomState>,
+) -> CuckooFilter {
+    let filter = configure(CuckooFilter::builder().seed(11)).build().unwrap();
+    for k in 0..keys {
+        filter.insert(&k).unwrap();
+    }
+    filter
+}
+
+fn assert_same(a: &CuckooFilter, b: &CuckooFilter, keys: u64) {
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.capacity(), b.capacity());
+    assert_eq!(a.fingerprint_bits(), b.fingerprint_bits());
+    assert_eq!(a.growth(), b.growth());
+    assert_eq!(a.growth_steps(), b.growth_steps());
+    assert_eq!(a.displacement(), b.displacement());
+    assert_eq!(a.max_path_len(), b.max_path_len());
+    assert_eq!(a.built_for(), b.built_for());
+    assert_eq!(a.hash_keys(), b.hash_keys());
+    assert!((0..keys).all(|k| b.contains(&k)), "a key went missing");
+    // Same words, keys and configuration: the restored filter writes the same bytes.
+    assert_eq!(snapshot_of(a), snapshot_of(b));
+}
+
+#[test]
+fn every_configuration_round_trips() {
+    type Configure = fn(crate::Builder<RandomState>) -> crate::Builder<RandomState>;
+    let configs: [(&str, u64, Configure); 6] = [
+        ("16-bit", 5_000, |b| b.capacity(10_000)),
+        ("8-bit", 5_000, |b| b.capacity(10_000).fingerprint_bits(8)),
+        ("fixed, nearly full", 9_400, |b| {
+            b.capacity(10_000).growth(Growth::Fixed)
+        }),
+        ("random walk, path 3", 3_000, |b| {
+            b.capacity(4_000)
+                .displacement(Displacement::RandomWalk { max_kicks: 300 })
+                .max_path_len(3)
+        }),
+        ("grown 3 times", 20_000, |b| b.capacity(2_000)),
+        ("grown by 4x, 8-bit", 9_000, |b| {
+            b.capacity(1_000)
+                .fingerprint_bits(8)
+                .growth(Growth::Expand {
+                    factor: 4,
+                    max_steps: 3,
+                })
+        }),
+    ];
+    for (name, keys, configure) in configs {
+        let filter = filled(keys, configure);
+        let bytes = snapshot_of(&filter);
+        let restored =
+            CuckooFilter::read_snapshot(&bytes[..]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_same(&filter, &restored, keys);
+        let info = inspect(&bytes[..]).unwrap();
+        assert_eq!(info.tables, filter.growth_steps() + 1, "{name}");
+        assert_eq!(info.capacity(), filter.capacity() as u64, "{name}");
+        let body = info.body.unwrap();
+        assert_eq!(body.items, filter.len() as u64, "{name}");
+        assert_eq!(body.bytes, bytes.len() as u64, "{name}");
+    }
+}
+
+#[test]
+fn the_restored_filter_keeps_working() {
+    let filter = filled(1_000, |b| b.capacity(1_000));
+    let restored = CuckooFilter::read_snapshot(&snapshot_of(&filter)[..]).unwrap();
+    for k in 1_000..3_000u64 {
+        restored.insert(&k).unwrap();
+    }
+    assert!(restored.growth_steps() > 0);
+    for k in 0..500u64 {
+        assert!(restored.remove(&k));
+    }
+    assert!((500..3_000u64).all(|k| restored.contains(&k)));
+    assert_eq!(restored.len(), 2_500);
+}
+
+#[test]
+fn a_default_filter_records_random_keys_and_reads_back() {
+    let filter = CuckooFilter::with_capacity(100);
+    filter.insert("k").unwrap();
+    let keys = filter.hash_keys().expect("the builder made the hasher");
+    assert_ne!(keys, CuckooFilter::with_capacity(100).hash_keys().unwrap());
+    let restored = CuckooFilter::read_snapshot(&snapshot_of(&filter)[..]).unwrap();
+    assert_eq!(
+        restored.hasher().hash_one("k"),
+        filter.hasher().hash_one("k")
+    );
+}
+
+#[test]
+fn a_sibling_keeps_the_hash_keys() {
+    let filter = filled(10, |b| b.capacity(100));
+    assert_eq!(
+        filter.sibling(1_000).unwrap().hash_keys(),
+        filter.hash_keys()
+    );
+}
+
+/// Rewrites the header's checksum after a test changed a field.
+fn reseal_header(bytes: &mut [u8]) {
+    let checksum = xxh64(&bytes[..80], 0);
+    bytes[80..88].copy_from_slice(&checksum.to_le_bytes());
+}
+
+/// Rewrites the trailer's checksum after a test changed the body.
+fn reseal_body(bytes: &mut [u8], buckets: usize) {
+    let at = extras_offset(buckets) + 8;
+    let checkpoint = xxh64(&bytes[HEADER_LEN..at], 0);
+    bytes[at..at + 8].copy_from_slice(&checkpoint.to_le_bytes());
+    let end = bytes.len() - 8;
+    let checksum = xxh64(&bytes[HEADER_LEN..end], 0);
+    bytes[end..].copy_from_slice(&checksum.to_le_bytes());
+}
+
+fn read(bytes: &[u8]) -> Result<CuckooFilter, SnapshotError> {
+    CuckooFilter::read_snapshot(bytes)
+}
+
+#[test]
+fn other_hashing_is_refused() {
+    let filter = filled(100, |b| b.capacity(100));
+    let bytes = snapshot_of(&filter);
+
+    // Another key: the probe no longer matches.
+    let mut other_key = bytes.clone();
+    other_key[40] ^= 1;
+    reseal_header(&mut other_key);
+    assert!(matches!(
+        read(&other_key),
+        Err(SnapshotError::HasherMismatch)
+    ));
+
+    // A build whose ahash hashes differently writes another probe for the same keys.
+    let mut other_build = bytes.clone();
+    other_build[72] ^= 1;
+    reseal_header(&mut other_build);
+    assert!(matches!(
+        read(&other_build),
+        Err(SnapshotError::HasherMismatch)
+    ));
+    assert_eq!(
+        inspect(&other_build[..]).unwrap().probe_matches,
+        Some(false)
+    );
+
+    // The caller's hasher must hash as the writer's did.
+    let wrong = RandomState::with_seeds(1, 2, 3, 4);
+    assert!(matches!(
+        CuckooFilter::read_snapshot_with_hasher(&bytes[..], wrong),
+        Err(SnapshotError::HasherMismatch)
+    ));
+    let right = filter.hasher().clone();
+    let restored = CuckooFilter::read_snapshot_with_hasher(&bytes[..], right).unwrap();
+    assert!((0..100u64).all(|k| restored.contains(&k)));
+}
+
+#[test]
+fn foreign_and_future_input_is_refused() {
+    let bytes = snapshot_of(&filled(10, |b| b.capacity(100)));
+    assert!(matches!(read(b""), Err(SnapshotError::Truncated)));
+    assert!(matches!(read(b"PK\x03\x04 not a snapshot at all, but long enough to hold a header's 88 bytes ..........."), Err(SnapshotError::BadMagic)));
+
+    let mut future = bytes.clone();
+    future[8..10].copy_from_slice(&2u16.to_le_bytes());
+    reseal_header(&mut future);
+    assert!(matches!(
+        read(&future),
+        Err(SnapshotError::UnsupportedVersion {
+            found: 2,
+            supported: 1
+        })
+    ));
+    assert!(matches!(
+        inspect(&future[..]),
+        Err(SnapshotError::UnsupportedVersion { .. })
+    ));
+}
+
+#[test]
+fn invalid_header_fields_are_refused_even_with_a_valid_checksum() {
+    let bytes = snapshot_of(&filled(10, |b| b.capacity(100)));
+    let cases: [(usize, &[u8], &str); 9] = [
+        (10, &[12], "fingerprint width"),
+        (11, &[0], "maximum path length"),
+        (11, &[9], "maximum path length"),
+        (12, &[5], "growth"),
+        (14, &[0], "table count"),
+        (14, &[18], "table count"),
+        (15, &[2], "hasher"),
+        (20, &[1], "reserved bytes"),
+        (24, &[0, 0, 0, 0, 0, 0, 0, 0], "bucket count"),
+    ];
+    for (at, value, field) in cases {
+        let mut bad = bytes.clone();
+        bad[at..at + value.len()].copy_from_slice(value);
+        reseal_header(&mut bad);
+        match read(&bad) {
+            Err(SnapshotError::InvalidHeader { field: f }) => assert_eq!(f, field),
+            other => panic!("byte {at} = {value:?}: {other:?}"),
+        }
+    }
+    // 2^32 + 1 buckets.
+    let mut huge = bytes.clone();
+    huge[24..32].copy_from_slice(&((1u64 << 32) + 1).to_le_bytes());
+    reseal_header(&mut huge);
+    assert!(matches!(
+        read(&huge),
+        Err(SnapshotError::InvalidHeader {
+            field: "bucket count"
+        })
+    ));
+}
+
+#[test]
+fn a_header_claiming_the_largest_table_fails_fast_as_truncated() {
+    // A valid header for 2^32 buckets (32 GiB of words) over a short body: the reader
+    // allocates as the words arrive, so it stops at the end of the input.
+    let mut bytes = snapshot_of(&filled(10, |b| b.capacity(100).growth(Growth::Fixed)));
+    bytes[24..32].copy_from_slice(&(1u64 << 32).to_le_bytes());
+    reseal_header(&mut bytes);
+    assert!(matches!(
+        read(&bytes),
+        Err(SnapshotError::Truncated | SnapshotError::AllocationFailed { .. })
+    ));
+}
+
+#[test]
+fn every_truncation_is_refused() {
+    let bytes = snapshot_of(&filled(40, |b| b.capacity(30)));
+    assert!(read(&bytes).is_ok());
+    for len in 0..bytes.len() {
+        match read(&bytes[..len]) {
+            Err(SnapshotError::Truncated) => {}
+            other => panic!("truncated to {len} of {} bytes: {other:?}", bytes.len()),
+        }
+    }
+}
+
+#[test]
+fn every_single_bit_flip_is_refused() {
+    let bytes = snapshot_of(&filled(40, |b| b.capacity(30)));
+    for bit in 0..bytes.len() * 8 {
+        let mut flipped = bytes.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        let result = read(&flipped);
+        let expected = match bit / 8 {
+            0..=7 => matches!(result, Err(SnapshotError::BadMagic)),
+            8 | 9 => matches!(result, Err(SnapshotError::UnsupportedVersion { .. })),
+            10..=87 => matches!(result, Err(SnapshotError::HeaderChecksum)),
+            _ => matches!(result, Err(SnapshotError::BodyChecksum)),
+        };
+        assert!(expected, "bit {bit}: {:?}", result.map(|f| f.len()));
+    }
+}
+
+#[test]
+fn a_file_with_trailing_bytes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.cgsnap");
+    let filter = filled(10, |b| b.capacity(100));
+    filter.write_snapshot_file(&path).unwrap();
+    assert!(CuckooFilter::read_snapshot_file(&path).is_ok());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.push(0);
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        CuckooFilter::read_snapshot_file(&path),
+        Err(SnapshotError::TrailingData)
+    ));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_snapshot_file_is_private_even_over_a_public_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.cgsnap");
+    std::fs::write(&path, b"old").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    filled(10, |b| b.capacity(100))
+        .write_snapshot_file(&path)
+        .unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "the temporary file is gone");
+}
+
+#[test]
+fn a_failed_file_write_leaves_the_old_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing_dir = dir.path().join("no/such/dir/f.cgsnap");
+    let filter = filled(10, |b| b.capacity(100));
+    assert!(matches!(
+        filter.write_snapshot_file(&missing_dir),
+        Err(SnapshotError::Io(_))
+    ));
+    assert!(matches!(
+        filter.write_snapshot_file(dir.path().join("..")),
+        Err(SnapshotError::Io(_))
+    ));
+}
+
+/// The body offsets of a one-table snapshot of `buckets` 8-byte words: where its extras
+/// count is.
+fn extras_offset(buckets: usize) -> usize {
+    HEADER_LEN + buckets * 8
+}
+
+/// `bytes` (a one-table, 16-bit snapshot) with `extras` appended to its table and its
+/// item count and checksum rewritten.
+fn with_extras(bytes: &[u8], buckets: usize, extras: &[(u64, u64)]) -> Vec<u8> {
+    let at = extras_offset(buckets);
+    let old = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    assert_eq!(old, 0);
+    let mut out = bytes[..at].to_vec();
+    out.extend_from_slice(&(extras.len() as u64).to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    for &(bucket, fp) in extras {
+        out.extend_from_slice(&(bucket | fp << 32).to_le_bytes());
+    }
+    let items = u64::from_le_bytes(bytes[at + 16..at + 24].try_into().unwrap());
+    out.extend_from_slice(&(items + extras.len() as u64).to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    reseal_body(&mut out, buckets);
+    out
+}
+
+#[test]
+fn extras_are_put_back_and_checked() {
+    let filter = filled(0, |b| b.capacity(100).growth(Growth::Fixed));
+    let buckets = filter.tables().base().num_buckets();
+    let bytes = snapshot_of(&filter);
+    // A key's copy carried as an extra in its primary bucket is found after loading.
+    let hash = filter.hasher().hash_one(77u64);
+    let fp = crate::fingerprint::fingerprint::<crate::fingerprint::Fp16>(hash);
+    let primary = crate::fingerprint::primary_index(hash, buckets as u64);
+    let loaded = read(&with_extras(&bytes, buckets, &[(primary, fp)])).unwrap();
+    assert!(loaded.contains(&77u64));
+    assert_eq!(loaded.len(), 1);
+
+    for (extra, what) in [
+        ((buckets as u64, 1), "an extra names no bucket"),
+        ((0, 0), "an extra names no bucket"),
+        ((0, 1 << 16), "an extra names no bucket"),
+    ] {
+        match read(&with_extras(&bytes, buckets, &[extra])) {
+            Err(SnapshotError::InvalidBody { what: w }) => assert!(w.starts_with(what), "{w}"),
+            other => panic!("{extra:?}: {:?}", other.map(|f| f.len())),
+        }
+    }
+}
+
+#[test]
+fn extras_that_find_no_room_refuse_the_snapshot() {
+    // Fill a fixed filter, then carry nine more copies of one fingerprint into one pair:
+    // its two buckets hold eight, and no path helps a ninth.
+    let filter = filled(0, |b| b.capacity(8).growth(Growth::Fixed).max_path_len(1));
+    let buckets = filter.tables().base().num_buckets();
+    let extras = vec![(0, 5); 9];
+    assert!(matches!(
+        read(&with_extras(&snapshot_of(&filter), buckets, &extras)),
+        Err(SnapshotError::Overfull)
+    ));
+    let eight = read(&with_extras(&snapshot_of(&filter), buckets, &extras[..8])).unwrap();
+    assert_eq!(eight.len(), 8);
+}
+
+// ---------------------------------------------------------------------------------------
+// Straddling writers, forced from the copier's own sink between chunks: the copier has read
+// the chunks before, and nothing after.
+// ---------------------------------------------------------------------------------------
+
+/// A fingerprint whose alternate of `from` is `to` in a flat table of `buckets` buckets.
+fn fp_linking(from: usize, to: usize, buckets: usize) -> u64 {
+    (1..=0xFFFFu64)
+        .find(|&fp| {
+            crate::fingerprint::alternate_index(from as u64, fp, buckets as u64) == to as u64
+        })
+        .expect("some fingerprint links the two buckets")
+}
+
+type Raw = crate::table::RawTable<crate::fingerprint::Fp16>;
+
+/// Copies `t` in chunks of 8 buckets, running `between` once after the first chunk, and
+/// returns the words read with the extras.
+fn copy_with(t: &Raw, between: impl FnOnce(&Raw)) -> (Vec<u64>, Vec<Extra>) {
+    let mut words = Vec::new();
+    let mut between = Some(between);
+    let extras = t
+        .copy_out(8, |chunk| {
+            words.extend_from_slice(chunk);
+            if let Some(f) = between.take() {
+                f(t);
+            }
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    (words, extras)
+}
+
+fn copies_in(words: &[u64], extras: &[Extra], bucket: usize, other: usize, fp: u64) -> usize {
+    let in_word = |w: u64| (0..4).filter(|&j| (w >> (16 * j)) & 0xFFFF == fp).count();
+    let in_extras = extras
+        .iter()
+        .filter(|e| e.fp == fp && (e.bucket == bucket || e.bucket == other))
+        .count();
+    in_word(words[bucket]) + in_word(words[other]) + in_extras
+}
+
+#[test]
+fn a_hop_across_the_copy_leaves_an_extra() {
+    let t = Raw::new(64, 5).unwrap();
+    let fp = fp_linking(40, 3, 64);
+    t.set_slot(40, 0, fp);
+    let (words, extras) = copy_with(&t, |t| {
+        assert!(t.displace(Hop {
+            from: 40,
+            slot: 0,
+            fp,
+            to: 3
+        }));
+    });
+    assert_eq!(extras, vec![Extra { bucket: 3, fp }]);
+    assert_eq!(copies_in(&words, &extras, 3, 40, fp), 1);
+}
+
+#[test]
+fn a_hop_the_copy_has_not_reached_or_has_passed_leaves_none() {
+    // Both buckets ahead of the copy.
+    let t = Raw::new(64, 5).unwrap();
+    let fp = fp_linking(40, 30, 64);
+    t.set_slot(40, 0, fp);
+    let (words, extras) = copy_with(&t, |t| {
+        assert!(t.displace(Hop {
+            from: 40,
+            slot: 0,
+            fp,
+            to: 30
+        }))
+    });
+    assert!(extras.is_empty());
+    assert_eq!(copies_in(&words, &extras, 30, 40, fp), 1);
+    // Both behind it.
+    let t = Raw::new(64, 5).unwrap();
+    let fp = fp_linking(2, 5, 64);
+    t.set_slot(2, 0, fp);
+    let (words, extras) = copy_with(&t, |t| {
+        assert!(t.displace(Hop {
+            from: 2,
+            slot: 0,
+            fp,
+            to: 5
+        }))
+    });
+    assert!(extras.is_empty());
+    assert_eq!(copies_in(&words, &extras, 2, 5, fp), 1);
+}
+
+#[test]
+fn a_colliding_insert_then_remove_across_the_copy_leaves_an_extra() {
+    // Key k's copy sits in bucket 40 (not yet read); a colliding key x puts its copy into
+    // bucket 3 (read), then x's remove takes the copy in 40, k's: k now stands on x's copy.
+    let t = Raw::new(64, 5).unwrap();
+    let fp = fp_linking(40, 3, 64);
+    let k = t.probe_at(40, fp);
+    t.insert(k, false).unwrap();
+    for slot in 0..4 {
+        // Fill 40 so that x's plain insert goes to bucket 3.
+        if slot > 0 {
+            t.set_slot(40, slot, fp_linking(40, 50 + slot, 64));
+        }
+    }
+    let (words, extras) = copy_with(&t, |t| {
+        t.insert(k, false).unwrap();
+        assert!(t.remove(k));
+    });
+    assert_eq!(extras, vec![Extra { bucket: 3, fp }]);
+    assert_eq!(
+        copies_in(&words, &extras, 3, 40, fp),
+        1,
+        "k is in the snapshot once"
+    );
+}
+
+#[test]
+fn a_remove_with_no_copy_left_in_the_read_bucket_leaves_none() {
+    let t = Raw::new(64, 5).unwrap();
+    let fp = fp_linking(40, 3, 64);
+    let k = t.probe_at(40, fp);
+    t.insert(k, false).unwrap();
+    let (words, extras) = copy_with(&t, |t| assert!(t.remove(k)));
+    assert!(extras.is_empty());
+    assert_eq!(copies_in(&words, &extras, 3, 40, fp), 0);
+}
+
+#[test]
+fn no_copy_running_means_no_extras_are_kept() {
+    let t = Raw::new(64, 5).unwrap();
+    let fp = fp_linking(40, 3, 64);
+    t.set_slot(40, 0, fp);
+    assert!(t.displace(Hop {
+        from: 40,
+        slot: 0,
+        fp,
+        to: 3
+    }));
+    let (_, extras) = copy_with(&t, |_| {});
+    assert!(extras.is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn random_bytes_are_refused_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        prop_assert!(read(&bytes).is_err());
+        let _ = inspect(&bytes[..]);
+    }
+
+    #[test]
+    fn a_valid_header_over_random_bytes_is_refused(
+        tail in proptest::collection::vec(any::<u8>(), 0..2_000),
+    ) {
+        let bytes = snapshot_of(&filled(20, |b| b.capacity(30)));
+        let mut forged = bytes[..HEADER_LEN].to_vec();
+        forged.extend_from_slice(&tail);
+        prop_assert!(read(&forged).is_err());
+        let _ = inspect(&forged[..]);
+    }
+
+    #[test]
+    fn scattered_damage_is_refused(
+        damage in proptest::collection::vec((any::<prop::sample::Index>(), 1..=255u8), 1..8),
+    ) {
+        let bytes = snapshot_of(&filled(30, |b| b.capacity(20)));
+        let mut damaged = bytes.clone();
+        for (at, x) in &damage {
+            damaged[at.index(bytes.len())] ^= x;
+        }
+        prop_assume!(damaged != bytes);
+        prop_assert!(read(&damaged).is_err());
+    }
+}

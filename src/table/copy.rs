@@ -1,0 +1,268 @@
+//! Copying a table's bucket words out while readers and writers run: the table half of a
+//! snapshot.
+//!
+//! # Protocol
+//!
+//! A *copier* reads every bucket word once, in ascending bucket order, with no lock held;
+//! writers keep running their puts and takes (`stripe`). A put only adds a copy, so it cannot
+//! hide a key from the copier. A take can: a hop of `f` from bucket `s` to bucket `d`, or a
+//! remove of a key `x` that takes the copy of a key `k` from `s` while `x`'s own copy (which
+//! now stands for `k`) is in `d`, leaves `k` represented only in `d`. If the copier read `d`
+//! before that copy arrived there and reads `s` after it left, the copy is in neither word
+//! it read. Every take therefore checks, under the locks of its two buckets, whether it
+//! straddles the copier that way, and if it may, logs `(d, f)` as an *extra*: a copy the
+//! snapshot adds to `d`'s pair when it is loaded.
+//!
+//! - **\[C1\] Start and end.** The copier sets `active` (Relaxed), then takes and releases
+//!   every stripe lock in turn (the *handshake*). A writer reads `active` under its stripe
+//!   locks: one that locked a stripe after the handshake passed it sees `true`; one that held
+//!   a lock before made its stores before the copier's first read, which the handshake's
+//!   Acquire orders after them. At the end the copier clears `active` and hands over again, so
+//!   every writer that saw `true` has finished logging (it logs before it unlocks) before the
+//!   copier collects the extras.
+//! - **\[C2\] Announce, then read.** For each chunk of buckets `[c, e)`, the copier stores
+//!   `announced = e` (Relaxed), issues `fence(SeqCst)`, loads the chunk's words (Acquire), and
+//!   stores `read = e` (Release).
+//! - **\[C3\] Before a take's stores** (while `active`), the writer loads `read` (Acquire).
+//!   If the bucket it takes from, `s`, is below it, the copier finished reading `s` before
+//!   the take (the Release store of \[C2\] follows that read), so the copy was read in `s` and
+//!   the take needs no log.
+//! - **\[C4\] After a take's stores**, still under its locks, a writer whose `s` was not
+//!   below `read` issues `fence(SeqCst)` and loads `announced` (Relaxed). If the pair's other
+//!   bucket `d` holds `f` (a hop has just put it there; a remove checks) and `d` is below
+//!   `announced`, it logs `(d, f)`.
+//!
+//! # Why the snapshot misses no key
+//!
+//! The two `SeqCst` fences of \[C2\] and \[C4\] are ordered one way or the other. If the
+//! writer's comes first, the copier's later loads of every bucket it had not yet announced
+//! see the writer's stores (a put into `d` or any later store): `d` is read after the take.
+//! If the copier's comes first, the writer's load of `announced` sees `d`'s chunk announced
+//! and the writer logs. So a take whose copy could leave the words the copier reads (taken
+//! from an unread `s`, standing on in a `d` read before its arrival) always leaves an extra
+//! behind, and a take from a bucket already read \[C3\] takes a copy the copier has. By
+//! induction over the takes that move a key's standing copy during the copy (each hop or
+//! hand-over is one take, checked on its own), every key whose insert returned before the
+//! copy began and that is not removed has a copy in the words read or in the extras. A key
+//! removed during the copy may be in the snapshot: a false positive, never a false negative.
+//!
+//! Puts never log: a put into a bucket already read only concerns keys inserted after the
+//! copy began. `clear` never logs: it removes every key.
+//!
+//! Extras can duplicate a copy the copier did read (a straddling take of a key whose copy the
+//! copier also saw); a duplicate is a stale copy after the key's removal, a false positive.
+//!
+//! The loom models in `table::loom_tests` (`loom_c*`) check each step beside a broken variant.
+
+use std::sync::PoisonError;
+
+use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, Ordering};
+
+/// A copy a take may have hidden from the copier: fingerprint `fp` belongs in the pair of
+/// bucket `bucket`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Extra {
+    pub(crate) bucket: usize,
+    pub(crate) fp: u64,
+}
+
+/// A test-only broken step of the copy protocol, for the loom negative controls.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Broken {
+    /// The protocol as documented.
+    #[default]
+    None,
+    /// \[C4\] never logs.
+    NoLog,
+    /// \[C4\] without its `SeqCst` fence.
+    NoWriterFence,
+    /// \[C2\] without its `SeqCst` fence.
+    NoCopierFence,
+    /// \[C3\] loads `read` after the take's stores instead of before.
+    ReadBoundAfterTake,
+}
+
+/// The state a table keeps for its copier.
+#[derive(Debug)]
+pub(crate) struct CopyState {
+    /// Whether a copy is running \[C1\].
+    active: AtomicBool,
+    /// Buckets below this may have been read \[C2\].
+    announced: AtomicU64,
+    /// Buckets below this have been read \[C2\].
+    read: AtomicU64,
+    /// Extras logged by writers \[C4\].
+    extras: Mutex<Vec<Extra>>,
+    /// Held by the copier: one copy of a table at a time.
+    running: Mutex<()>,
+    #[cfg(test)]
+    pub(crate) broken: Broken,
+}
+
+/// What a writer learned at \[C3\]: whether its take must be checked after its stores.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watch {
+    /// `read` as loaded before the take's stores.
+    read: u64,
+}
+
+impl CopyState {
+    pub(crate) fn new() -> Self {
+        CopyState {
+            active: AtomicBool::new(false),
+            announced: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            extras: Mutex::new(Vec::new()),
+            running: Mutex::new(()),
+            #[cfg(test)]
+            broken: Broken::None,
+        }
+    }
+
+    /// \[C3\], called under the stripe locks of a take's buckets before its stores: `None`
+    /// when no copy runs (the common case: one Relaxed load of a word only a copier writes).
+    #[inline(always)]
+    pub(crate) fn watch(&self) -> Option<Watch> {
+        // ORDERING: Relaxed; [C1] the handshake orders the copier's store before every lock
+        // taken after it, and this load is made under such a lock.
+        if self.active.load(Ordering::Relaxed) {
+            self.watch_active()
+        } else {
+            None
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn watch_active(&self) -> Option<Watch> {
+        #[cfg(test)]
+        if self.broken == Broken::ReadBoundAfterTake {
+            return Some(Watch { read: u64::MAX });
+        }
+        // ORDERING: Acquire; [C3] pairs with the Release store of `read` in [C2]: a bucket
+        // below this bound was read before this take's stores.
+        let read = self.read.load(Ordering::Acquire);
+        Some(Watch { read })
+    }
+
+    /// \[C4\], called under the same locks after a take of `fp` from bucket `taken`, whose
+    /// pair's other bucket `other` holds a copy of `fp` (checked by the caller).
+    #[inline]
+    pub(crate) fn after_take(&self, watch: Watch, taken: usize, other: usize, fp: u64) {
+        #[cfg(test)]
+        let watch = if self.broken == Broken::ReadBoundAfterTake {
+            // ORDERING: Acquire; the broken variant's late load.
+            let read = self.read.load(Ordering::Acquire);
+            Watch { read }
+        } else {
+            watch
+        };
+        if (taken as u64) < watch.read {
+            return;
+        }
+        self.check_straddle(other, fp);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_straddle(&self, other: usize, fp: u64) {
+        #[cfg(test)]
+        if self.broken == Broken::NoLog {
+            return;
+        }
+        #[cfg(test)]
+        let fenced = self.broken != Broken::NoWriterFence;
+        #[cfg(not(test))]
+        let fenced = true;
+        if fenced {
+            // ORDERING: SeqCst fence; [C4] against the copier's fence of [C2]: either the
+            // copier's later loads see this take's stores, or the load below sees the
+            // copier's announcement.
+            fence(Ordering::SeqCst);
+        }
+        // ORDERING: Relaxed; [C4] ordered after this take's stores by the fence above.
+        if (other as u64) < self.announced.load(Ordering::Relaxed) {
+            self.extras
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Extra { bucket: other, fp });
+        }
+    }
+
+    /// Runs a copy: \[C1\] start, `body` (which reads the words in chunks through
+    /// [`Chunks`]), \[C1\] end, and returns `body`'s result with the extras.
+    pub(crate) fn run<T>(
+        &self,
+        stripes: &[AtomicU64],
+        body: impl FnOnce(&mut Chunks<'_>) -> T,
+    ) -> (T, Vec<Extra>) {
+        let _one_copier = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        // ORDERING: Relaxed; published to writers by the handshake below [C1].
+        self.announced.store(0, Ordering::Relaxed);
+        // ORDERING: Relaxed; as above.
+        self.read.store(0, Ordering::Relaxed);
+        // ORDERING: Relaxed; [C1] published by the handshake.
+        self.active.store(true, Ordering::Relaxed);
+        handshake(stripes);
+        let ending = Ending {
+            state: self,
+            stripes,
+        };
+        let result = body(&mut Chunks { state: self });
+        drop(ending);
+        let extras =
+            std::mem::take(&mut *self.extras.lock().unwrap_or_else(PoisonError::into_inner));
+        (result, extras)
+    }
+}
+
+/// Takes and releases every stripe lock in ascending order \[C1\].
+fn handshake(stripes: &[AtomicU64]) {
+    for stripe in stripes {
+        drop(super::stripe::StripeLock::acquire(stripe));
+    }
+}
+
+/// Ends a copy \[C1\], also when the copier's sink fails or panics.
+struct Ending<'a> {
+    state: &'a CopyState,
+    stripes: &'a [AtomicU64],
+}
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        // ORDERING: Relaxed; [C1] the handshake below waits out every writer that saw `true`.
+        self.state.active.store(false, Ordering::Relaxed);
+        handshake(self.stripes);
+    }
+}
+
+/// The copier's side of \[C2\].
+#[derive(Debug)]
+pub(crate) struct Chunks<'a> {
+    state: &'a CopyState,
+}
+
+impl Chunks<'_> {
+    /// Announces buckets up to `end`, runs `read` (the loads of the chunk), then marks them
+    /// read \[C2\].
+    #[inline]
+    pub(crate) fn read<T>(&mut self, end: usize, read: impl FnOnce() -> T) -> T {
+        // ORDERING: Relaxed; [C2] ordered before the loads of the chunk by the fence below.
+        self.state.announced.store(end as u64, Ordering::Relaxed);
+        #[cfg(test)]
+        let fenced = self.state.broken != Broken::NoCopierFence;
+        #[cfg(not(test))]
+        let fenced = true;
+        if fenced {
+            // ORDERING: SeqCst fence; [C2] against a writer's fence of [C4].
+            fence(Ordering::SeqCst);
+        }
+        let result = read();
+        // ORDERING: Release; [C2] pairs with the writer's Acquire load of [C3]: the loads
+        // above happen before any take that sees this bound.
+        self.state.read.store(end as u64, Ordering::Release);
+        result
+    }
+}
