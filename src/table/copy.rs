@@ -266,3 +266,6 @@ impl Chunks<'_> {
         result
     }
 }
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_tests;

@@ -29,7 +29,7 @@ use crate::fingerprint::{alternate_index, lane, Fp16};
 type Table = RawTable<Fp16>;
 
 /// Runs `f` on a spawned loom thread with a shared table.
-fn spawn<T: Send + 'static>(
+pub(crate) fn spawn<T: Send + 'static>(
     table: &Arc<Table>,
     f: impl FnOnce(&Table) -> T + Send + 'static,
 ) -> thread::JoinHandle<T> {
@@ -39,7 +39,7 @@ fn spawn<T: Send + 'static>(
 
 /// The `n`-th fingerprint (from 1) whose alternate of bucket `from` is `to`, in a table of
 /// `buckets` buckets.
-fn fp_linking(from: usize, to: usize, buckets: usize, n: usize) -> u64 {
+pub(crate) fn fp_linking(from: usize, to: usize, buckets: usize, n: usize) -> u64 {
     (1..=0xFFFFu64)
         .filter(|&fp| alternate_index(from as u64, fp, buckets as u64) == to as u64)
         .nth(n - 1)

@@ -26,7 +26,7 @@ use self::stripe::{PairLock, StripeLock};
 
 pub(crate) use self::copy::Extra;
 pub(crate) use self::growth::{GrowFailure, GrowingInsertFailure, Tables};
-#[cfg(test)]
+#[cfg(all(test, not(cuckoo_loom)))]
 pub(crate) use self::path::Hop;
 pub(crate) use self::path::MAX_PATH_LEN;
 pub(crate) use self::width::Table;
