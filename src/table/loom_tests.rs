@@ -78,7 +78,7 @@ impl Census {
             *self.0.lock().unwrap() = true;
         }
     }
-    fn assert_seen(&self, what: &str) {
+    pub(crate) fn assert_seen(&self, what: &str) {
         assert!(*self.0.lock().unwrap(), "loom never explored: {what}");
     }
 }

@@ -7,16 +7,40 @@
 //! Every actor is spawned; the main thread sets up, joins and asserts. Each model has
 //! negative controls, each a test-only [`Broken`] step that loom must catch, and a census
 //! that the straddle the protocol exists for (a logged extra) was reached.
+//!
+//! The models run at a preemption bound of at most 3 ([`bounded`]): the copier's handshakes
+//! take every stripe lock twice, and at 4 the net-move model alone takes over ten minutes.
+//! Every negative control is caught at 3.
 
 use loom::sync::Arc;
 
 use super::{Broken, Extra};
 use crate::fingerprint::Fp16;
-use crate::table::loom_tests::{explore, fp_linking, spawn, Census};
+use crate::table::loom_tests::{fp_linking, spawn, Census};
 use crate::table::path::Hop;
 use crate::table::RawTable;
 
 type Table = RawTable<Fp16>;
+
+/// A loom builder at `LOOM_MAX_PREEMPTIONS` (as `loom::model` reads it), capped at 3.
+fn bounded() -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.map_or(3, |b| b.min(3)));
+    builder
+}
+
+/// Runs `model` under [`bounded`] with a fresh census, then asserts the census saw `what`.
+fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
+    let census = Census::default();
+    let c = census.clone();
+    bounded().check(move || model(c.clone()));
+    census.assert_seen(what);
+}
+
+/// Runs a negative control under [`bounded`].
+fn model(f: impl Fn() + Send + Sync + 'static) {
+    bounded().check(f);
+}
 
 /// What the census of every model must see.
 const STRADDLED: &str = "a take that straddled the copier and logged an extra";
@@ -83,25 +107,25 @@ fn loom_c4_a_hop_across_the_copier_leaves_an_extra() {
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_c4_negative_control_no_log_loses_the_hop() {
-    loom::model(|| copier_races_hop(Broken::NoLog, Census::default()));
+    model(|| copier_races_hop(Broken::NoLog, Census::default()));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_c4_negative_control_writer_without_fence_loses_the_hop() {
-    loom::model(|| copier_races_hop(Broken::NoWriterFence, Census::default()));
+    model(|| copier_races_hop(Broken::NoWriterFence, Census::default()));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_c2_negative_control_copier_without_fence_loses_the_hop() {
-    loom::model(|| copier_races_hop(Broken::NoCopierFence, Census::default()));
+    model(|| copier_races_hop(Broken::NoCopierFence, Census::default()));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_c3_negative_control_read_bound_loaded_after_the_take_loses_the_hop() {
-    loom::model(|| copier_races_hop(Broken::ReadBoundAfterTake, Census::default()));
+    model(|| copier_races_hop(Broken::ReadBoundAfterTake, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -142,5 +166,5 @@ fn loom_c4_a_net_move_across_the_copier_leaves_an_extra() {
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_c4_negative_control_no_log_loses_the_net_move() {
-    loom::model(|| copier_races_net_move(Broken::NoLog, Census::default()));
+    model(|| copier_races_net_move(Broken::NoLog, Census::default()));
 }
