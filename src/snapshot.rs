@@ -300,13 +300,55 @@ impl Header {
     }
 }
 
-/// Occupied slots of a bucket word of `bits`-bit fingerprints.
-#[inline(always)]
-fn occupied(word: u64, bits: u32) -> u64 {
-    let lane = (1u64 << bits) - 1;
-    (0..4)
-        .map(|j| u64::from((word >> (j * bits)) & lane != 0))
+/// Occupied slots of bucket words of `bits`-bit fingerprints (SWAR: a lane's high bit is
+/// set in `(x & low) + low | x` exactly when the lane is not zero).
+#[inline]
+fn occupied(words: &[u64], bits: u32) -> u64 {
+    let (low, high) = if bits == 8 {
+        (0x7F7F_7F7F, 0x8080_8080)
+    } else {
+        (0x7FFF_7FFF_7FFF_7FFF, 0x8000_8000_8000_8000)
+    };
+    words
+        .iter()
+        .map(|&x| u64::from(((((x & low) + low) | x) & high).count_ones()))
         .sum()
+}
+
+/// Writes `values` into the start of `bytes` as `width`-byte little-endian words, growing
+/// it if it is too short (never shrinking it, so a buffer reused chunk after chunk is
+/// zeroed once), and returns the bytes written.
+#[inline]
+fn encode<'a>(values: &[u64], width: usize, bytes: &'a mut Vec<u8>) -> &'a [u8] {
+    let len = values.len() * width;
+    if bytes.len() < len {
+        bytes.resize(len, 0);
+    }
+    let out = &mut bytes[..len];
+    if width == 8 {
+        for (v, b) in values.iter().zip(out.chunks_exact_mut(8)) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
+    } else {
+        for (v, b) in values.iter().zip(out.chunks_exact_mut(4)) {
+            b.copy_from_slice(&(*v as u32).to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes `width`-byte little-endian words from `bytes` into `values`.
+#[inline]
+fn decode(bytes: &[u8], width: usize, values: &mut [u64]) {
+    if width == 8 {
+        for (v, b) in values.iter_mut().zip(bytes.chunks_exact(8)) {
+            *v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+    } else {
+        for (v, b) in values.iter_mut().zip(bytes.chunks_exact(4)) {
+            *v = u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        }
+    }
 }
 
 /// What [`CuckooFilter::write_snapshot`] wrote.
@@ -353,14 +395,11 @@ pub(crate) fn write<S: BuildHasher>(
     // table not copied yet.
     for i in (0..=grown).rev() {
         let extras = tables.table(i).copy_out(CHUNK, |values| {
-            bytes.clear();
-            for &value in values {
-                items += occupied(value, header.bits);
-                bytes.extend_from_slice(&value.to_le_bytes()[..width]);
-            }
-            sum.update(&bytes);
-            written += bytes.len() as u64;
-            w.write_all(&bytes)
+            items += occupied(values, header.bits);
+            let encoded = encode(values, width, &mut bytes);
+            sum.update(encoded);
+            written += encoded.len() as u64;
+            w.write_all(encoded)
         })?;
         bytes.clear();
         bytes.extend_from_slice(&(extras.len() as u64).to_le_bytes());
@@ -480,12 +519,8 @@ impl<R: Read> Body<R> {
     /// Fills `values` with the next bucket words.
     fn words(&mut self, values: &mut [u64]) -> Result<(), SnapshotError> {
         self.read_hashed(values.len() * self.width)?;
-        let mut word = [0u8; 8];
-        for (value, bytes) in values.iter_mut().zip(self.bytes.chunks_exact(self.width)) {
-            word[..self.width].copy_from_slice(bytes);
-            *value = u64::from_le_bytes(word);
-            self.items += occupied(*value, self.bits);
-        }
+        decode(&self.bytes, self.width, values);
+        self.items += occupied(values, self.bits);
         Ok(())
     }
 

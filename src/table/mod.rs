@@ -15,7 +15,7 @@ mod width;
 use std::marker::PhantomData;
 
 use crate::fingerprint::{
-    empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout,
+    empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout, SLOTS,
 };
 use crate::stats::Counters;
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
@@ -151,17 +151,19 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         let mut buckets = Vec::new();
         buckets.try_reserve_exact(num_buckets).ok()?;
         buckets.extend((0..num_buckets).map(|_| L::new_word()));
-        Some(Self::from_buckets(geometry, buckets, stripes, max_path_len))
+        let counts = vec![0; stripes];
+        Some(Self::from_buckets(geometry, buckets, counts, max_path_len))
     }
 
-    /// A table over `buckets` (as many as `geometry` has), counting their fingerprints into
-    /// the stripe words \[I3\].
+    /// A table over `buckets` (as many as `geometry` has) whose stripe `i` holds `counts[i]`
+    /// fingerprints \[I3\].
     fn from_buckets(
         geometry: G,
         buckets: Vec<L::Word>,
-        stripes: usize,
+        counts: Vec<u64>,
         max_path_len: usize,
     ) -> Self {
+        let stripes = counts.len();
         let num_buckets = geometry.buckets() as usize;
         assert_eq!(buckets.len(), num_buckets);
         assert!(num_buckets >= 1 && num_buckets as u64 <= 1u64 << 32);
@@ -171,13 +173,6 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             "a stripe's count field cannot hold all of its slots"
         );
         assert!((1..=MAX_PATH_LEN).contains(&max_path_len));
-        let mut counts = vec![0u64; stripes];
-        for (i, word) in buckets.iter().enumerate() {
-            // ORDERING: Relaxed; the table is not shared yet.
-            let value = L::load(word, Ordering::Relaxed);
-            let empty = empty_lanes::<L>(value).count_ones() as u64;
-            counts[i & (stripes - 1)] += crate::fingerprint::SLOTS as u64 - empty;
-        }
         RawTable {
             buckets: buckets.into_boxed_slice(),
             stripes: counts
@@ -215,14 +210,19 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 num_buckets.saturating_mul(std::mem::size_of::<L::Word>()),
             ));
         }
+        let stripes = num_buckets.next_power_of_two().min(MAX_STRIPES);
+        let mut counts = vec![0u64; stripes];
         let mut values = vec![0u64; CHUNK.min(num_buckets)];
         while buckets.len() < num_buckets {
             let n = (num_buckets - buckets.len()).min(CHUNK);
             fill(&mut values[..n])?;
-            buckets.extend(values[..n].iter().map(|&v| L::word(v)));
+            for &value in &values[..n] {
+                let occupied = SLOTS as u64 - u64::from(empty_lanes::<L>(value).count_ones());
+                counts[buckets.len() & (stripes - 1)] += occupied;
+                buckets.push(L::word(value));
+            }
         }
-        let stripes = num_buckets.next_power_of_two().min(MAX_STRIPES);
-        Ok(Self::from_buckets(geometry, buckets, stripes, max_path_len))
+        Ok(Self::from_buckets(geometry, buckets, counts, max_path_len))
     }
 
     /// Adds the copy an [`Extra`] of a snapshot names, into its pair; false if no cuckoo path
