@@ -1,7 +1,9 @@
 -- wrk script for scripts/load.sh: GET /users/{id}, half for existing ids of a hot set
 -- (HOT, from the environment), half for ids that do not exist, each one new (the
--- penetration traffic). PHASE=warm asks only the hot set, to fill the service's cache.
+-- penetration traffic). PHASE=warm asks for every id of the hot set in turn (thread t of
+-- THREADS asks t, t + THREADS, ...), to fill the service's cache whatever the request rate.
 local hot = tonumber(os.getenv("HOT") or "10000")
+local threads = tonumber(os.getenv("THREADS") or "1")
 local warm = os.getenv("PHASE") == "warm"
 local counter = 0
 
@@ -12,11 +14,15 @@ end
 
 function init(args)
   math.randomseed(os.time() * 1000 + (seed or 0))
+  next_warm = (seed or 1) - 1
 end
 
 function request()
   local id
-  if warm or math.random() < 0.5 then
+  if warm then
+    id = next_warm % hot + 1
+    next_warm = next_warm + threads
+  elseif math.random() < 0.5 then
     id = math.random(1, hot)
   else
     id = math.random(1000000000, 1999999999)

@@ -78,7 +78,7 @@ run() {
     done
     if [ -z "$base" ]; then echo "error: the service did not start" >&2; exit 1; fi
 
-    PHASE=warm wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
+    PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
     local before after
     before=$(curl -sf "$base/stats")
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s scripts/attack.lua "$base" \
