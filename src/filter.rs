@@ -358,7 +358,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_snapshot<W: Write>(&self, w: W) -> Result<Written, SnapshotError> {
-        snapshot::write(self, w)
+        snapshot::write(self, w, 0)
     }
 
     /// [`write_snapshot`](Self::write_snapshot) to a file at `path`: created readable only by
@@ -390,7 +390,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_snapshot_file(&self, path: impl AsRef<Path>) -> Result<Written, SnapshotError> {
-        snapshot::write_file(self, path.as_ref())
+        snapshot::write_file(self, path.as_ref(), 0)
     }
 
     /// Reads a snapshot of a filter that hashed with `hasher` (one built with

@@ -55,7 +55,7 @@
 //!
 //! Every integer is little-endian. A snapshot is a header, the tables, and a trailer.
 //!
-//! **Header** (88 bytes):
+//! **Header** (96 bytes):
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
@@ -73,7 +73,8 @@
 //! | 32 | 8 | the capacity, in keys, the filter was built for |
 //! | 40 | 32 | the hasher's four 64-bit keys |
 //! | 72 | 8 | probe: the filter's hash of the `u64` 0x6375636B6F6F2D67 |
-//! | 80 | 8 | XXH64 (seed 0) of bytes 0 to 79 |
+//! | 80 | 8 | tag: an id the writer chose, 0 if none (a guard's seal names it) |
+//! | 88 | 8 | XXH64 (seed 0) of bytes 0 to 87 |
 //!
 //! The probe is how a reader tells whether its hashing matches the writer's: it hashes the
 //! same value with the hasher it would use and refuses the snapshot
@@ -122,7 +123,7 @@ const MAGIC: [u8; 8] = *b"\x89CUCKOO\n";
 pub const FORMAT_VERSION: u16 = 1;
 
 /// Bytes of the header, its checksum included.
-const HEADER_LEN: usize = 88;
+const HEADER_LEN: usize = 96;
 
 /// The value whose hash the header carries as the probe.
 const PROBE_KEY: u64 = 0x6375_636B_6F6F_2D67;
@@ -151,10 +152,11 @@ pub(crate) struct Header {
     base_buckets: usize,
     built_for: usize,
     probe: u64,
+    tag: u64,
 }
 
 impl Header {
-    fn of<S: BuildHasher>(filter: &CuckooFilter<S>, tables: usize) -> Self {
+    fn of<S: BuildHasher>(filter: &CuckooFilter<S>, tables: usize, tag: u64) -> Self {
         let t = filter.tables();
         Header {
             bits: filter.fingerprint_bits(),
@@ -167,6 +169,7 @@ impl Header {
             base_buckets: t.base().num_buckets(),
             built_for: filter.built_for(),
             probe: probe_of(filter.hasher()),
+            tag,
         }
     }
 
@@ -187,8 +190,9 @@ impl Header {
             h[40 + 8 * i..48 + 8 * i].copy_from_slice(&key.to_le_bytes());
         }
         h[72..80].copy_from_slice(&self.probe.to_le_bytes());
-        let checksum = xxh64(&h[..80], 0);
-        h[80..88].copy_from_slice(&checksum.to_le_bytes());
+        h[80..88].copy_from_slice(&self.tag.to_le_bytes());
+        let checksum = xxh64(&h[..88], 0);
+        h[88..96].copy_from_slice(&checksum.to_le_bytes());
         h
     }
 
@@ -205,7 +209,7 @@ impl Header {
                 supported: FORMAT_VERSION,
             });
         }
-        if xxh64(&h[..80], 0) != u64_at(80) {
+        if xxh64(&h[..88], 0) != u64_at(88) {
             return Err(SnapshotError::HeaderChecksum);
         }
         let invalid = |field| Err(SnapshotError::InvalidHeader { field });
@@ -265,6 +269,7 @@ impl Header {
             base_buckets,
             built_for,
             probe: u64_at(72),
+            tag: u64_at(80),
         })
     }
 
@@ -380,11 +385,12 @@ pub struct Written {
 pub(crate) fn write<S: BuildHasher>(
     filter: &CuckooFilter<S>,
     mut w: impl Write,
+    tag: u64,
 ) -> Result<Written, SnapshotError> {
     let tables = filter.tables();
     // A key inserted before this call is in a table this load counts (growth [G2]).
     let grown = tables.growth_steps();
-    let header = Header::of(filter, grown + 1);
+    let header = Header::of(filter, grown + 1, tag);
     w.write_all(&header.encode())?;
     let width = header.word_bytes();
     let mut sum = Xxh64::new(0);
@@ -434,6 +440,7 @@ pub(crate) fn write<S: BuildHasher>(
 pub(crate) fn write_file<S: BuildHasher>(
     filter: &CuckooFilter<S>,
     path: &Path,
+    tag: u64,
 ) -> Result<Written, SnapshotError> {
     let name = path.file_name().ok_or_else(|| {
         SnapshotError::Io(std::io::Error::new(
@@ -458,7 +465,7 @@ pub(crate) fn write_file<S: BuildHasher>(
         // An existing file keeps its mode under `open`; make sure of the owner-only one.
         #[cfg(unix)]
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        let written = write(filter, &mut file)?;
+        let written = write(filter, &mut file, tag)?;
         file.sync_all()?;
         fs::rename(&temporary, path)?;
         // The rename is durable once the directory is synced; where a directory cannot be
@@ -596,9 +603,17 @@ fn read_header(r: &mut impl Read) -> Result<Header, SnapshotError> {
 
 /// Reads a snapshot with the hasher `hasher_for` picks from its header.
 pub(crate) fn read<S: BuildHasher>(
-    mut r: impl Read,
+    r: impl Read,
     hasher_for: impl FnOnce(&Header) -> Result<(S, Option<[u64; 4]>), SnapshotError>,
 ) -> Result<CuckooFilter<S>, SnapshotError> {
+    read_tagged(r, hasher_for).map(|(filter, _)| filter)
+}
+
+/// [`read`], also returning the snapshot's tag.
+pub(crate) fn read_tagged<S: BuildHasher>(
+    mut r: impl Read,
+    hasher_for: impl FnOnce(&Header) -> Result<(S, Option<[u64; 4]>), SnapshotError>,
+) -> Result<(CuckooFilter<S>, u64), SnapshotError> {
     let header = read_header(&mut r)?;
     let (hasher, keys) = hasher_for(&header)?;
     if probe_of(&hasher) != header.probe {
@@ -639,12 +654,8 @@ pub(crate) fn read<S: BuildHasher>(
     .ok_or(SnapshotError::InvalidHeader {
         field: "table count",
     })?;
-    Ok(CuckooFilter::from_parts(
-        hasher,
-        keys,
-        header.built_for,
-        tables,
-    ))
+    let filter = CuckooFilter::from_parts(hasher, keys, header.built_for, tables);
+    Ok((filter, header.tag))
 }
 
 /// The hasher of a snapshot that holds its ahash keys.
@@ -709,6 +720,8 @@ pub struct Info {
     /// Whether the probe matches this build's ahash under the file's keys (`None` without
     /// keys).
     pub probe_matches: Option<bool>,
+    /// The writer's tag (0 if none; a guard's snapshot carries the id its seal names).
+    pub tag: u64,
     /// The body: what it holds if every check passed, else why not.
     pub body: Result<BodyInfo, SnapshotError>,
 }
@@ -845,6 +858,7 @@ pub fn inspect(mut r: impl Read) -> Result<Info, SnapshotError> {
         max_path_len: header.max_path_len,
         hash_keys: header.keys.is_some(),
         probe_matches,
+        tag: header.tag,
         body,
     })
 }
