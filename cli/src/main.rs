@@ -8,6 +8,7 @@
 mod backend;
 mod drill;
 mod report;
+mod snapshot;
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -31,6 +32,9 @@ enum Command {
     /// Load a table, then send legitimate lookups mixed with an attack of absent keys, once
     /// straight to the database and once through the guard, and compare (the default).
     Drill(DrillArgs),
+    /// Build, inspect and check filter snapshots.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
 }
 
 /// The most traffic threads (each keeps a latency histogram and a sample of keys).
@@ -96,6 +100,12 @@ pub(crate) struct DrillArgs {
 }
 
 impl DrillArgs {
+    /// The drill's defaults for the table `table` of the database `db`, which must exist.
+    pub(crate) fn for_database(db: &str, table: &str) -> DrillArgs {
+        let cli = Cli::parse_from(["cuckoo-guard", "--db", db, "--table", table, "--no-create"]);
+        cli.drill
+    }
+
     /// Checks the options that clap cannot, with a one-line reason.
     fn validate(&self) -> Result<(), String> {
         if self.rows == 0 {
@@ -207,6 +217,12 @@ fn main() -> ExitCode {
     };
     let args = match cli.command {
         Some(Command::Drill(args)) => args,
+        Some(Command::Snapshot(command)) => {
+            return snapshot::run(command).unwrap_or_else(|CliError(message)| {
+                eprintln!("error: {message}");
+                ExitCode::from(2)
+            })
+        }
         None => cli.drill,
     };
     if let Err(message) = args.validate() {

@@ -439,3 +439,89 @@ fn the_drill_finishes_while_its_postgres_backends_are_terminated() {
     assert_eq!(code == Some(0), errors == 0);
     println!("{terminated} backends terminated during the drill; {errors} store errors counted");
 }
+
+/// `cuckoo-guard snapshot ...` with `args`.
+fn snapshot_tool(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cuckoo-guard"))
+        .arg("snapshot")
+        .args(args)
+        .output()
+        .expect("the tool runs")
+}
+
+#[test]
+fn snapshots_are_built_inspected_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rows.sqlite");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE cuckoo_guard_drill (key INTEGER PRIMARY KEY, value TEXT NOT NULL);
+         WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < 20000)
+         INSERT INTO cuckoo_guard_drill SELECT k, 'row-' || k FROM n;",
+    )
+    .unwrap();
+    drop(conn);
+    let file = dir.path().join("rows.cgsnap");
+    let (db, file_arg) = (db.to_str().unwrap(), file.to_str().unwrap());
+
+    let built = snapshot_tool(&["build", "--db", db, "--out", file_arg]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    assert!(String::from_utf8_lossy(&built.stdout).contains("20000 keys"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the snapshot holds hash keys: owner-only"
+        );
+    }
+
+    let inspected = snapshot_tool(&["inspect", file_arg]);
+    let text = String::from_utf8_lossy(&inspected.stdout).to_string();
+    assert!(inspected.status.success(), "{text}{}", stderr(&inspected));
+    for line in [
+        "format version:    1",
+        "items:             20000 (0 extras)",
+        "checksums:         ok",
+        "this build hashes alike",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+
+    let present = snapshot_tool(&["check", file_arg, "1", "777", "20000"]);
+    assert!(present.status.success(), "{}", stderr(&present));
+    assert_eq!(
+        String::from_utf8_lossy(&present.stdout),
+        "1 present\n777 present\n20000 present\n"
+    );
+    // A false positive is possible for an absent key; among a thousand, most are absent.
+    let absent: Vec<String> = (1_000_000..1_001_000).map(|k: i64| k.to_string()).collect();
+    let mut args = vec!["check", file_arg];
+    args.extend(absent.iter().map(String::as_str));
+    let checked = snapshot_tool(&args);
+    assert_eq!(checked.status.code(), Some(1));
+    let absent_lines = String::from_utf8_lossy(&checked.stdout)
+        .matches(" absent")
+        .count();
+    assert!(absent_lines > 990, "{absent_lines}");
+    let bad_key = snapshot_tool(&["check", file_arg, "1", "x"]);
+    assert_eq!(bad_key.status.code(), Some(2));
+    assert!(bad_key.stdout.is_empty());
+
+    // One flipped byte in the tables: inspect reports it, check refuses to load the file.
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[5_000] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let damaged = snapshot_tool(&["inspect", file_arg]);
+    assert_eq!(damaged.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&damaged.stdout).contains("checksums:         FAILED"));
+    let refused = snapshot_tool(&["check", file_arg, "1"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(stderr(&refused).contains("corrupt"), "{}", stderr(&refused));
+
+    let missing_table = snapshot_tool(&["build", "--db", db, "--table", "nope", "--out", file_arg]);
+    assert_eq!(missing_table.status.code(), Some(2));
+    assert!(stderr(&missing_table).contains("does not exist"));
+}
