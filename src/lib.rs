@@ -10,6 +10,7 @@
 //! - [How the concurrency works](#how-the-concurrency-works)
 //! - [False positives and memory](#false-positives-and-memory)
 //! - [Removing keys](#removing-keys)
+//! - [Snapshots](#snapshots)
 //!
 //! # Quick start
 //!
@@ -96,6 +97,26 @@
 //! [`CuckooFilter::remove`] takes out one copy of a key's fingerprint. Remove only keys you
 //! inserted, once per insert: removing a key that was never inserted can take out another
 //! key's identical fingerprint and make *that* key a false negative.
+
+//!
+//! # Snapshots
+//!
+//! [`CuckooFilter::write_snapshot`] writes a filter while other threads keep reading and
+//! writing it; [`CuckooFilter::read_snapshot`] reads it back after checking everything (magic,
+//! version, checksums, and that this build hashes as the writer did). The [`snapshot`] module
+//! documents the format byte by byte and why the file must be kept private (it holds the hash
+//! keys).
+//!
+//! ```
+//! use cuckoo_guard::CuckooFilter;
+//!
+//! let filter = CuckooFilter::with_capacity(1_000);
+//! filter.insert("user:42")?;
+//! let mut bytes = Vec::new();
+//! filter.write_snapshot(&mut bytes)?;
+//! assert!(CuckooFilter::read_snapshot(&bytes[..])?.contains("user:42"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod error;
 mod filter;
