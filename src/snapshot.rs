@@ -664,6 +664,17 @@ pub(crate) fn ahash_of(header: &Header) -> Result<(RandomState, Option<[u64; 4]>
     Ok((RandomState::with_seeds(k0, k1, k2, k3), header.keys))
 }
 
+/// Reads a snapshot file of a filter with ahash keys, with its tag (see [`read_file`]).
+pub(crate) fn read_file_tagged(path: &Path) -> Result<(CuckooFilter, u64), SnapshotError> {
+    let mut tag = 0;
+    let filter = read_file(path, |r| {
+        let (filter, t) = read_tagged(r, ahash_of)?;
+        tag = t;
+        Ok(filter)
+    })?;
+    Ok((filter, tag))
+}
+
 /// Reads a snapshot file: buffered, and refused if bytes follow the snapshot.
 pub(crate) fn read_file<S: BuildHasher>(
     path: &Path,

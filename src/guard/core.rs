@@ -203,6 +203,8 @@ pub(super) struct GuardCore<H> {
     shards: Sharded<Shard>,
     orphans: Mutex<Vec<u64>>,
     rebuilds: RebuildLog,
+    /// How a restored guard started ([`GuardStats::restart`]).
+    restart: Mutex<Option<String>>,
     /// The loom models' negative controls: one protocol step each, broken on purpose.
     #[cfg(cuckoo_loom)]
     broken: Broken,
@@ -273,6 +275,7 @@ impl<H: BuildHasher> GuardCore<H> {
             shards: Sharded::new(Shard::default),
             orphans: Mutex::new(Vec::new()),
             rebuilds: RebuildLog::new(policy, min_capacity),
+            restart: Mutex::new(None),
             #[cfg(cuckoo_loom)]
             broken: Broken::default(),
         }
@@ -497,8 +500,32 @@ impl<H: BuildHasher> GuardCore<H> {
         Ok(loaded)
     }
 
+    /// Records how a restored guard started.
+    pub(super) fn set_restart(&self, how: String) {
+        *self.restart.lock().unwrap_or_else(PoisonError::into_inner) = Some(how);
+    }
+
+    /// Waits until every create that entered the writer gate before this call has returned
+    /// from its store write (the seal's step 2, under the rebuild claim): flips the gate twice
+    /// and waits for each old phase to drain, which also drains a phase a stopped rebuild
+    /// left undrained and leaves the phase where it was.
+    pub(super) fn wait_for_creates(&self) {
+        for _ in 0..2 {
+            let old = self.gate.flip();
+            let mut turns = 0u32;
+            while !self.gate.drained(old) {
+                turns += 1;
+                if turns < 64 {
+                    crate::sync::yield_now();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            }
+        }
+    }
+
     /// Warm-up done: from now on lookups consult the filter.
-    fn finish_warm_up(&self) {
+    pub(super) fn finish_warm_up(&self) {
         // ORDERING: Release; publishes the warm-up's inserts to lookups that load "ready"
         // with Acquire (`is_ready`).
         self.state.store(READY, Ordering::Release);
@@ -553,6 +580,11 @@ impl<H: BuildHasher> GuardCore<H> {
             rebuilding: log.running,
             last_rebuild: log.last,
             last_rebuild_error: log.last_error,
+            restart: self
+                .restart
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
         }
     }
 }

@@ -30,7 +30,24 @@ use super::store::{AsyncStore, ScanPage, Store, Written};
 /// ```
 #[derive(Debug, Default)]
 pub struct MemoryStore<K, V> {
-    rows: RwLock<BTreeMap<K, V>>,
+    rows: RwLock<Rows<K, V>>,
+}
+
+/// The rows and the seal, under one lock: a write clears the seal in the same critical
+/// section.
+#[derive(Debug)]
+struct Rows<K, V> {
+    map: BTreeMap<K, V>,
+    seal: Option<u64>,
+}
+
+impl<K, V> Default for Rows<K, V> {
+    fn default() -> Self {
+        Rows {
+            map: BTreeMap::new(),
+            seal: None,
+        }
+    }
 }
 
 impl<K: Ord, V> MemoryStore<K, V> {
@@ -46,7 +63,10 @@ impl<K: Ord, V> MemoryStore<K, V> {
     /// ```
     pub fn new() -> Self {
         MemoryStore {
-            rows: RwLock::new(BTreeMap::new()),
+            rows: RwLock::new(Rows {
+                map: BTreeMap::new(),
+                seal: None,
+            }),
         }
     }
 
@@ -62,7 +82,10 @@ impl<K: Ord, V> MemoryStore<K, V> {
     /// ```
     pub fn from_rows(rows: impl IntoIterator<Item = (K, V)>) -> Self {
         MemoryStore {
-            rows: RwLock::new(rows.into_iter().collect()),
+            rows: RwLock::new(Rows {
+                map: rows.into_iter().collect(),
+                seal: None,
+            }),
         }
     }
 
@@ -76,7 +99,7 @@ impl<K: Ord, V> MemoryStore<K, V> {
     /// assert_eq!(MemoryStore::<u8, u8>::new().len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().map.len()
     }
 
     /// Whether the store has no rows.
@@ -92,13 +115,13 @@ impl<K: Ord, V> MemoryStore<K, V> {
         self.len() == 0
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<K, V>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Rows<K, V>> {
         // A panic while holding the lock cannot leave the map half-updated (each operation
         // is a single map call), so a poisoned lock is still consistent.
         self.rows.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<K, V>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Rows<K, V>> {
         self.rows.write().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -110,24 +133,29 @@ impl<K: Ord + Hash + Clone, V: Clone> Store for MemoryStore<K, V> {
     type Error = Infallible;
 
     fn get(&self, key: &K) -> Result<Option<V>, Infallible> {
-        Ok(self.read().get(key).cloned())
+        Ok(self.read().map.get(key).cloned())
     }
 
     fn put(&self, key: &K, value: &V) -> Result<Written, Infallible> {
-        Ok(match self.write().insert(key.clone(), value.clone()) {
+        let mut rows = self.write();
+        rows.seal = None;
+        Ok(match rows.map.insert(key.clone(), value.clone()) {
             None => Written::Created,
             Some(_) => Written::Updated,
         })
     }
 
     fn delete(&self, key: &K) -> Result<bool, Infallible> {
-        Ok(self.write().remove(key).is_some())
+        let mut rows = self.write();
+        rows.seal = None;
+        Ok(rows.map.remove(key).is_some())
     }
 
     fn scan_keys(&self, cursor: Option<&K>, limit: usize) -> Result<ScanPage<K, K>, Infallible> {
         let rows = self.read();
         let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let keys: Vec<K> = rows
+            .map
             .range((start, Bound::Unbounded))
             .take(limit.max(1))
             .map(|(k, _)| k.clone())
@@ -140,6 +168,17 @@ impl<K: Ord + Hash + Clone, V: Clone> Store for MemoryStore<K, V> {
 
     fn write_outcome_unknown(_: &Infallible) -> bool {
         false
+    }
+
+    const SEALS: bool = true;
+
+    fn read_seal(&self) -> Result<Option<u64>, Infallible> {
+        Ok(self.read().seal)
+    }
+
+    fn write_seal(&self, id: u64) -> Result<(), Infallible> {
+        self.write().seal = Some(id);
+        Ok(())
     }
 }
 

@@ -69,6 +69,19 @@
 //! paths is refused the same way, with [`GuardError::FilterContended`]: rare, and worth a
 //! retry rather than a bigger filter.
 //!
+//! # Restart from a sealed snapshot
+//!
+//! A guard that restarts would scan its store again. [`CacheGuard::seal`] writes its filter's
+//! snapshot and a *seal* naming it into the store ([`Store::SEALS`]: the SQLite store and the
+//! in-memory one keep one), which every later `put` or `delete` through a guard clears in the
+//! same atomic step as its write. [`CacheGuard::restore`] trusts the file only if the store
+//! still holds the seal naming it: nothing was written since, so the filter is exact and the
+//! guard filters at once. Any other case (no file, a damaged one, no seal, another seal, a
+//! store without seals) gives a warming guard over a fresh filter and the reason, as a
+//! [`Restart`] and in [`GuardStats::restart`]. Seal at shutdown, or periodically: a crash
+//! after a seal that no write has cleared also restarts fast. The protocol and why it is safe
+//! while writes run are in the `restart` module's source.
+//!
 //! # Examples
 //!
 //! ```
@@ -93,6 +106,7 @@ mod async_guard;
 pub(crate) mod core;
 mod memory;
 mod rebuild;
+mod restart;
 mod store;
 mod sync_guard;
 
@@ -102,10 +116,11 @@ pub use self::async_guard::AsyncCacheGuard;
 pub use self::core::Admission;
 pub use self::memory::MemoryStore;
 pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
+pub use self::restart::{Restart, Sealed};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
 
-use crate::{BuildError, InsertError};
+use crate::{BuildError, InsertError, SnapshotError};
 
 /// Why a guard operation failed.
 ///
@@ -148,6 +163,12 @@ pub enum GuardError<E> {
     /// The rebuild could not build its new filter (the capacity is too large, or the memory
     /// could not be allocated); the guard keeps its current filter.
     RebuildFilter(BuildError),
+    /// [`CacheGuard::seal`] could not write its snapshot; the seal it wrote names no file, so
+    /// no restart trusts it.
+    Snapshot(SnapshotError),
+    /// [`CacheGuard::seal`] was called on a guard whose store keeps no seal
+    /// ([`Store::SEALS`]).
+    SealUnsupported,
 }
 
 impl<E: fmt::Display> fmt::Display for GuardError<E> {
@@ -171,13 +192,20 @@ impl<E: fmt::Display> fmt::Display for GuardError<E> {
             }
             GuardError::Warming => write!(
                 f,
-                "the guard has not finished its warm-up; a rebuild needs a warm guard"
+                "the guard has not finished its warm-up; a rebuild or a seal needs a warm guard"
             ),
             GuardError::RebuildRunning => write!(f, "a rebuild of this guard is already running"),
             GuardError::RebuildFilter(e) => write!(
                 f,
                 "the rebuild could not build its filter ({e}); the guard keeps its current one"
             ),
+            GuardError::Snapshot(e) => write!(f, "the guard's snapshot failed: {e}"),
+            GuardError::SealUnsupported => {
+                write!(
+                    f,
+                    "the guard's store keeps no seal, so its snapshots cannot be sealed"
+                )
+            }
         }
     }
 }
@@ -188,7 +216,9 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
             GuardError::Store(e) => Some(e),
             GuardError::FilterFull(e) => Some(e),
             GuardError::RebuildFilter(e) => Some(e),
+            GuardError::Snapshot(e) => Some(e),
             GuardError::FilterContended
+            | GuardError::SealUnsupported
             | GuardError::WarmUpRunning
             | GuardError::InvalidPageSize
             | GuardError::Warming
@@ -286,6 +316,9 @@ pub struct GuardStats {
     pub last_rebuild: Option<RebuildReport>,
     /// Why the last failed rebuild stopped.
     pub last_rebuild_error: Option<String>,
+    /// How the guard started when [`CacheGuard::restore`] made it: from a trusted snapshot,
+    /// or why it scans the store instead (`None` for a guard made by `new`).
+    pub restart: Option<String>,
 }
 
 /// Progress of a warm-up, passed to its callback after each page.

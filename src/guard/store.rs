@@ -107,6 +107,36 @@ pub trait Store {
         let _ = error;
         true
     }
+
+    /// Whether this store keeps a *seal*: a small value stored beside its rows that names the
+    /// snapshot a guard wrote, which [`read_seal`](Self::read_seal) returns,
+    /// [`write_seal`](Self::write_seal) sets, and **every `put` and `delete` clears in the same
+    /// atomic step as its write** (the same transaction, script or lock). A guard trusts a
+    /// snapshot at restart only if the store still holds the seal naming it
+    /// ([`CacheGuard::restore`](super::CacheGuard::restore)), so a store that cannot clear the
+    /// seal atomically with each write must leave this `false` (the default): its guards
+    /// always scan at restart.
+    const SEALS: bool = false;
+
+    /// The seal the store holds, if any (see [`SEALS`](Self::SEALS)).
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store.
+    fn read_seal(&self) -> Result<Option<u64>, Self::Error> {
+        Ok(None)
+    }
+
+    /// Sets the seal to `id`, replacing any (see [`SEALS`](Self::SEALS)). Called only if
+    /// `SEALS` is true.
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store; the guard then does not trust the snapshot it was sealing.
+    fn write_seal(&self, id: u64) -> Result<(), Self::Error> {
+        let _ = id;
+        Ok(())
+    }
 }
 
 /// An asynchronous backing store; the same contract as [`Store`].
@@ -171,5 +201,61 @@ pub trait AsyncStore: Send + Sync {
     fn write_outcome_unknown(error: &Self::Error) -> bool {
         let _ = error;
         true
+    }
+}
+
+/// A shared store: every call goes to the store behind the `Arc`, so several guards in turn
+/// (a guard and the one [`restore`](super::CacheGuard::restore)d after it, say) can use one
+/// store value.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use cuckoo_guard::guard::{MemoryStore, Store, Written};
+///
+/// let store = Arc::new(MemoryStore::<u8, u8>::new());
+/// assert_eq!(Store::put(&Arc::clone(&store), &1, &1)?, Written::Created);
+/// assert_eq!(store.len(), 1);
+/// # Ok::<(), std::convert::Infallible>(())
+/// ```
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    type Key = S::Key;
+    type Value = S::Value;
+    type Cursor = S::Cursor;
+    type Error = S::Error;
+
+    fn get(&self, key: &Self::Key) -> Result<Option<Self::Value>, Self::Error> {
+        (**self).get(key)
+    }
+
+    fn put(&self, key: &Self::Key, value: &Self::Value) -> Result<Written, Self::Error> {
+        (**self).put(key, value)
+    }
+
+    fn delete(&self, key: &Self::Key) -> Result<bool, Self::Error> {
+        (**self).delete(key)
+    }
+
+    fn scan_keys(
+        &self,
+        cursor: Option<&Self::Cursor>,
+        limit: usize,
+    ) -> Result<ScanPage<Self::Key, Self::Cursor>, Self::Error> {
+        (**self).scan_keys(cursor, limit)
+    }
+
+    fn write_outcome_unknown(error: &Self::Error) -> bool {
+        S::write_outcome_unknown(error)
+    }
+
+    const SEALS: bool = S::SEALS;
+
+    fn read_seal(&self) -> Result<Option<u64>, Self::Error> {
+        (**self).read_seal()
+    }
+
+    fn write_seal(&self, id: u64) -> Result<(), Self::Error> {
+        (**self).write_seal(id)
     }
 }

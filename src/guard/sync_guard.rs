@@ -7,11 +7,16 @@ use std::time::Duration;
 
 use ahash::RandomState;
 
+use std::path::Path;
+
 use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
+use super::restart::{new_seal_id, Restart, Sealed};
 use super::store::{Store, Written};
 use super::{
     FilterRef, GuardError, GuardStats, RebuildPolicy, RebuildReason, RebuildReport, WarmUpProgress,
 };
+use crate::error::SnapshotError;
+use crate::snapshot;
 use crate::CuckooFilter;
 
 /// A [`CuckooFilter`] in front of a synchronous [`Store`], kept in sync by the
@@ -97,13 +102,109 @@ where
     /// assert!(!guard.policy().is_automatic());
     /// ```
     pub fn with_policy(filter: CuckooFilter<H>, store: St, policy: RebuildPolicy) -> Self {
+        Self::build(filter, store, policy, WarmUp::new())
+    }
+
+    fn build(
+        filter: CuckooFilter<H>,
+        store: St,
+        policy: RebuildPolicy,
+        warm_up: WarmUp<St::Cursor>,
+    ) -> Self {
         CacheGuard {
             inner: Arc::new(Inner {
                 core: GuardCore::new(filter, policy),
                 store,
-                warm_up: WarmUp::new(),
+                warm_up,
                 spawn: spawn_rebuild::<St, H>,
             }),
+        }
+    }
+}
+
+impl<St> CacheGuard<St, RandomState>
+where
+    St: Store + Send + Sync + 'static,
+    St::Cursor: Send,
+{
+    /// A guard over `store` started from the snapshot at `path` if it can be trusted, ready
+    /// at once; otherwise a warming guard over a filter from `fallback`, to be warmed up as
+    /// usual. Never fails: every reason not to trust the file is a [`Restart`] (also in
+    /// [`GuardStats::restart`], for the log).
+    ///
+    /// The snapshot is trusted only if it is readable, checks out, and its tag equals the seal
+    /// the store holds: one [`seal`](Self::seal) wrote and no write through a guard has
+    /// cleared since (the [module documentation](super#restart-from-a-sealed-snapshot)). The
+    /// seal stays in the store until this guard's first write clears it, so a guard that
+    /// restarts again before any write trusts the same file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("users.cgsnap");
+    /// let store = Arc::new(MemoryStore::from_rows((0..1_000u64).map(|k| (k, k))));
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(2_000), Arc::clone(&store));
+    /// guard.warm_up(256, |_| {})?;
+    /// guard.seal(&path)?; // at shutdown
+    /// drop(guard);
+    ///
+    /// let (guard, restart) = CacheGuard::restore(&path, store, || CuckooFilter::with_capacity(2_000));
+    /// assert!(restart.is_trusted());
+    /// assert_eq!(guard.get(&7)?, Some(7)); // no warm-up needed
+    /// assert_eq!(guard.get(&5_000)?, None); // blocked
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn restore(
+        path: impl AsRef<Path>,
+        store: St,
+        fallback: impl FnOnce() -> CuckooFilter,
+    ) -> (Self, Restart) {
+        let restart = match snapshot::read_file_tagged(path.as_ref()) {
+            Err(SnapshotError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(Restart::NoSnapshot)
+            }
+            Err(e) => Err(Restart::Unreadable(e)),
+            Ok((filter, tag)) => trust(&store, filter, tag),
+        };
+        let (guard, restart) = match restart {
+            Ok((filter, restart)) => {
+                // Warm already: `warm_up` returns at once instead of loading the keys twice.
+                let guard =
+                    Self::build(filter, store, RebuildPolicy::default(), WarmUp::finished());
+                guard.core().finish_warm_up();
+                (guard, restart)
+            }
+            Err(restart) => (CacheGuard::new(fallback(), store), restart),
+        };
+        guard.core().set_restart(restart.to_string());
+        (guard, restart)
+    }
+}
+
+/// Whether `store`'s seal names the snapshot `filter` was read from (tagged `tag`).
+fn trust<St: Store>(
+    store: &St,
+    filter: CuckooFilter,
+    tag: u64,
+) -> Result<(CuckooFilter, Restart), Restart> {
+    if !St::SEALS {
+        return Err(Restart::StoreKeepsNoSeal);
+    }
+    match store.read_seal() {
+        Err(e) => Err(Restart::SealUnreadable(e.to_string())),
+        Ok(None) => Err(Restart::NoSeal),
+        Ok(Some(seal)) if seal != tag || tag == 0 => Err(Restart::OtherSeal {
+            store: seal,
+            file: tag,
+        }),
+        Ok(Some(seal)) => {
+            let keys = filter.len();
+            Ok((filter, Restart::Trusted { keys, seal }))
         }
     }
 }
@@ -111,6 +212,62 @@ where
 impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     fn core(&self) -> &GuardCore<H> {
         &self.inner.core
+    }
+
+    /// Writes a snapshot of the guard's filter to `path` and seals it in the store, so that
+    /// [`restore`](CacheGuard::restore) trusts it until the next write through a guard: at
+    /// shutdown, or periodically (a guard of a store that is rarely written then restarts
+    /// fast after a crash too). Lookups and writes go on meanwhile; the seal waits for the
+    /// creates in flight to return from their store writes, and waits for a running rebuild
+    /// to finish (none starts while it is written). The protocol is in the [module documentation](super#restart-from-a-sealed-snapshot).
+    ///
+    /// The file is written as [`CuckooFilter::write_snapshot_file`] writes one: owner-only,
+    /// under a temporary name, synced, renamed.
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::SealUnsupported`] if the store keeps no seal ([`Store::SEALS`]);
+    /// [`GuardError::Warming`] before the warm-up finished; [`GuardError::Store`] if the seal
+    /// cannot be written;
+    /// [`GuardError::Snapshot`] if the file cannot be (the seal then names no file, and no
+    /// restart trusts it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, GuardError, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
+    /// let early = guard.seal(dir.path().join("g.cgsnap"));
+    /// assert!(matches!(early, Err(GuardError::Warming)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn seal(&self, path: impl AsRef<Path>) -> Result<Sealed, GuardError<St::Error>> {
+        if !St::SEALS {
+            return Err(GuardError::SealUnsupported);
+        }
+        if !self.core().is_ready() {
+            return Err(GuardError::Warming);
+        }
+        // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
+        let _claim = loop {
+            if let Some(claim) = self.core().claim() {
+                break claim;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let seal = new_seal_id();
+        self.inner
+            .store
+            .write_seal(seal)
+            .map_err(GuardError::Store)?;
+        self.core().wait_for_creates();
+        let filter = self.core().filter();
+        let written =
+            snapshot::write_file(&filter, path.as_ref(), seal).map_err(GuardError::Snapshot)?;
+        Ok(Sealed { seal, written })
     }
 
     /// The guard's rebuild policy.

@@ -123,6 +123,8 @@ fn statement(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> SqliteS
 /// The SQL of one store, built once from its quoted names.
 #[derive(Debug)]
 struct Queries {
+    /// The seal's key: the table's name.
+    table: String,
     get: String,
     insert: String,
     update: String,
@@ -139,6 +141,7 @@ impl Queries {
             quote_identifier(value),
         );
         Queries {
+            table: table.to_owned(),
             get: format!("SELECT {v} FROM {t} WHERE {k} = ?1"),
             // Only a conflict on the key is absorbed; NOT NULL or CHECK failures still fail.
             insert: format!(
@@ -303,6 +306,9 @@ where
                 ))
                 .map_err(statement("create table"))?;
         }
+        first
+            .execute_batch(SEALS_TABLE)
+            .map_err(statement("create the seals table"))?;
         self.check_schema(&first)?;
         let mut pool = vec![Mutex::new(first)];
         for _ in 1..self.connections {
@@ -328,6 +334,13 @@ where
 /// Other connections may use the file alongside the store's (bulk loads, reports), given a
 /// busy timeout so that they wait for the store's writes; rows they write bypass any guard in
 /// front of the store.
+///
+/// The store keeps a guard's seal ([`Store::SEALS`]) in a table `cuckoo_guard_seals` (one row
+/// per store table, `store` = the table's name), which `open` creates if missing; every `put`
+/// and `delete` clears the table's row in its own transaction. A program that writes the
+/// table around the guard must delete that row too
+/// (`DELETE FROM cuckoo_guard_seals WHERE store = 'users'`), or a guard restarted from a
+/// sealed snapshot would not know about its rows.
 ///
 /// # Examples
 ///
@@ -443,10 +456,14 @@ where
 
     fn put(&self, key: &K, value: &V) -> Result<Written, SqliteStoreError> {
         let mut conn = self.connection();
-        // Immediate: take the write lock up front, so the insert-or-update pair is atomic.
+        // Immediate: take the write lock up front, so the insert-or-update pair (and the
+        // seal's clearing) is atomic.
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(statement("put (begin)"))?;
+        tx.prepare_cached(CLEAR_SEAL)
+            .and_then(|mut stmt| stmt.execute([&self.queries.table]))
+            .map_err(statement("put (clear the seal)"))?;
         let params: [&dyn ToSql; 2] = [key, value];
         let inserted = tx
             .prepare_cached(&self.queries.insert)
@@ -467,13 +484,19 @@ where
     }
 
     fn delete(&self, key: &K) -> Result<bool, SqliteStoreError> {
-        let conn = self.connection();
-        let mut stmt = conn
+        let mut conn = self.connection();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(statement("delete (begin)"))?;
+        tx.prepare_cached(CLEAR_SEAL)
+            .and_then(|mut stmt| stmt.execute([&self.queries.table]))
+            .map_err(statement("delete (clear the seal)"))?;
+        let deleted = tx
             .prepare_cached(&self.queries.delete)
+            .and_then(|mut stmt| stmt.execute([key as &dyn ToSql]))
             .map_err(statement("delete"))?;
-        let deleted = stmt
-            .execute([key as &dyn ToSql])
-            .map_err(statement("delete"))?;
+        tx.commit()
+            .map_err(|source| SqliteStoreError::Commit { source })?;
         Ok(deleted > 0)
     }
 
@@ -509,7 +532,38 @@ where
         // A failed statement rolls its transaction back; only a failed commit is in doubt.
         matches!(error, SqliteStoreError::Commit { .. })
     }
+
+    const SEALS: bool = true;
+
+    fn read_seal(&self) -> Result<Option<u64>, SqliteStoreError> {
+        let conn = self.connection();
+        conn.prepare_cached("SELECT seal FROM cuckoo_guard_seals WHERE store = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([&self.queries.table], |row| row.get::<_, i64>(0))
+                    .optional()
+            })
+            .map(|seal| seal.map(|s| s as u64))
+            .map_err(statement("read the seal"))
+    }
+
+    fn write_seal(&self, id: u64) -> Result<(), SqliteStoreError> {
+        let conn = self.connection();
+        conn.prepare_cached(
+            "INSERT INTO cuckoo_guard_seals (store, seal) VALUES (?1, ?2) \
+             ON CONFLICT (store) DO UPDATE SET seal = excluded.seal",
+        )
+        .and_then(|mut stmt| stmt.execute((&self.queries.table, id as i64)))
+        .map_err(statement("write the seal"))?;
+        Ok(())
+    }
 }
+
+/// The table of seals (one row per store table, named by it), created by `open` if missing.
+const SEALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS cuckoo_guard_seals \
+     (store TEXT PRIMARY KEY NOT NULL, seal INTEGER NOT NULL)";
+
+/// Clears a table's seal: the first statement of every write's transaction.
+const CLEAR_SEAL: &str = "DELETE FROM cuckoo_guard_seals WHERE store = ?1";
 
 impl<K, V> fmt::Debug for SqliteStore<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -96,6 +96,20 @@ impl<C> WarmUp<C> {
         }
     }
 
+    /// A warm-up that has loaded everything (a guard restored from a trusted snapshot): a
+    /// call to `warm_up` returns at once.
+    pub(in crate::guard) fn finished() -> Self {
+        WarmUp {
+            slot: Mutex::new(Some(ResumeState {
+                position: Position::End,
+                progress: WarmUpProgress {
+                    keys_loaded: 0,
+                    pages: 0,
+                },
+            })),
+        }
+    }
+
     /// Takes the warm-up's turn, or refuses if another warm-up holds it.
     pub(in crate::guard) fn begin<'a, H, E>(
         &'a self,

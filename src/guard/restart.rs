@@ -1,0 +1,158 @@
+//! A guard's sealed snapshots and its restart from them.
+//!
+//! # The seal
+//!
+//! A snapshot of a guard's filter is only as good as its store's state: a row written after
+//! the snapshot and missing from it would be a false negative after a restart. So a guard
+//! trusts a snapshot at start only if its store proves nothing was written since: the store
+//! keeps a *seal* ([`Store::SEALS`](super::Store::SEALS)), a value naming one snapshot, which every `put` and
+//! `delete` clears in the same atomic step as its write.
+//!
+//! [`CacheGuard::seal`](super::CacheGuard::seal) (`S` the seal write, `T` the snapshot, under the rebuild claim so no
+//! rebuild runs):
+//!
+//! 1. writes a new random id as the store's seal (`S`);
+//! 2. waits at the writer gate until every create that entered it before has returned from
+//!    its store write (two flips, so a phase a stopped rebuild left undrained is drained too);
+//! 3. writes the current filter's snapshot, tagged with the id (`T`).
+//!
+//! At restart, [`CacheGuard::restore`](super::CacheGuard::restore) trusts the file if its tag equals the store's seal.
+//! Why that is safe: a create that entered the gate before step 2 inserted into the filter
+//! before it entered, and returned before `T` began (step 2 waits for it), so `T` holds it. A
+//! create that entered after step 2 began read the flipped phase, which comes after `S`
+//! completed; its store write comes later still, and clears the seal. A delete needs no
+//! wait: one that lands before `S` left at most a stale copy in `T` (a false positive); one
+//! after `S` clears the seal. A write whose outcome was unknown keeps its copy in the filter
+//! (so in `T`), and if it lands after `S` it clears the seal. A crash or an error between `S`
+//! and the renamed file leaves a seal naming a file that does not exist, or an older file
+//! with another tag: not trusted.
+//!
+//! Writes that bypass the guard (another program, a migration) do not clear the seal; like
+//! the guard's consistency rules in general, the seal assumes every write goes through a
+//! guard. Such a writer must delete the seal itself (the store adapters document where it
+//! is).
+
+use std::fmt;
+
+use crate::error::SnapshotError;
+use crate::snapshot::Written;
+
+/// How [`CacheGuard::restore`](super::CacheGuard::restore) started a guard.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, MemoryStore, Restart};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("guard.cgsnap");
+/// let (_guard, restart) = CacheGuard::restore(
+///     &path,
+///     MemoryStore::<u64, String>::new(),
+///     || CuckooFilter::with_capacity(1_000),
+/// );
+/// assert!(matches!(restart, Restart::NoSnapshot));
+/// assert!(!restart.is_trusted());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Restart {
+    /// The snapshot's tag matched the store's seal: the guard filters at once.
+    Trusted {
+        /// Fingerprints in the loaded filter.
+        keys: usize,
+        /// The seal's id.
+        seal: u64,
+    },
+    /// There is no file at the path.
+    NoSnapshot,
+    /// The file could not be read or failed a check.
+    Unreadable(SnapshotError),
+    /// The store keeps no seal ([`Store::SEALS`](super::Store::SEALS)).
+    StoreKeepsNoSeal,
+    /// The store holds no seal: something was written through a guard since the snapshot was
+    /// sealed, or it never was (a snapshot written with `write_snapshot`, say).
+    NoSeal,
+    /// The store's seal names another snapshot.
+    OtherSeal {
+        /// The store's seal.
+        store: u64,
+        /// The file's tag.
+        file: u64,
+    },
+    /// The seal could not be read from the store.
+    SealUnreadable(String),
+}
+
+impl Restart {
+    /// Whether the guard started from the snapshot, ready at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::Restart;
+    ///
+    /// assert!(!Restart::NoSeal.is_trusted());
+    /// ```
+    pub fn is_trusted(&self) -> bool {
+        matches!(self, Restart::Trusted { .. })
+    }
+}
+
+impl fmt::Display for Restart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Restart::Trusted { keys, seal } => {
+                write!(f, "started from the sealed snapshot {seal:#018x} ({keys} keys)")
+            }
+            Restart::NoSnapshot => write!(f, "warming up: no snapshot file"),
+            Restart::Unreadable(e) => write!(f, "warming up: the snapshot was refused: {e}"),
+            Restart::StoreKeepsNoSeal => {
+                write!(f, "warming up: the store keeps no seal, so no snapshot is trusted")
+            }
+            Restart::NoSeal => write!(
+                f,
+                "warming up: the store holds no seal (written to since the snapshot, or never sealed)"
+            ),
+            Restart::OtherSeal { store, file } => write!(
+                f,
+                "warming up: the store's seal {store:#018x} names another snapshot than the file's {file:#018x}"
+            ),
+            Restart::SealUnreadable(e) => write!(f, "warming up: the seal could not be read: {e}"),
+        }
+    }
+}
+
+/// What [`CacheGuard::seal`](super::CacheGuard::seal) wrote.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let dir = tempfile::tempdir()?;
+/// let guard = CacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
+/// guard.warm_up(10, |_| {})?;
+/// let sealed = guard.seal(dir.path().join("g.cgsnap"))?;
+/// assert_ne!(sealed.seal, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sealed {
+    /// The seal's id, the snapshot's tag.
+    pub seal: u64,
+    /// The snapshot written.
+    pub written: Written,
+}
+
+/// A new seal id: random, never 0 (0 is "no tag").
+pub(super) fn new_seal_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    ahash::RandomState::new().hash_one(nanos) | 1
+}
