@@ -635,7 +635,7 @@ pub(crate) fn read_tagged<S: BuildHasher>(
         tables.push((table, extras, header.buckets(i)));
     }
     body.finish()?;
-    for (table, raw, buckets) in &tables {
+    for (table, raw, buckets) in &mut tables {
         let extras = check_extras(raw, *buckets, header.bits)?;
         if !extras.into_iter().all(|extra| table.place_extra(extra)) {
             return Err(SnapshotError::Overfull);

@@ -26,7 +26,10 @@
 //! - **\[C3\] Before a take's stores** (while `active`), the writer loads `read` (Acquire).
 //!   If the bucket it takes from, `s`, is below it, the copier finished reading `s` before
 //!   the take (the Release store of \[C2\] follows that read), so the copy was read in `s` and
-//!   the take needs no log.
+//!   the take needs no log. A remove that finds its fingerprint in both buckets takes the
+//!   copy from a bucket below `read` if one is: the copy it leaves is then read later (or
+//!   was read already), and nothing is logged. This keeps extras, which can duplicate a copy
+//!   the copier also read, to takes that straddle the chunk being read.
 //! - **\[C4\] After a take's stores**, still under its locks, a writer whose `s` was not
 //!   below `read` issues `fence(SeqCst)` and loads `announced` (Relaxed). If the pair's other
 //!   bucket `d` holds `f` (a hop has just put it there; a remove checks) and `d` is below
@@ -105,6 +108,14 @@ pub(crate) struct CopyState {
 pub(crate) struct Watch {
     /// `read` as loaded before the take's stores.
     read: u64,
+}
+
+impl Watch {
+    /// Whether the copier had finished reading `bucket` when the watch was taken \[C3\].
+    #[inline]
+    pub(crate) fn has_read(self, bucket: usize) -> bool {
+        (bucket as u64) < self.read
+    }
 }
 
 impl CopyState {

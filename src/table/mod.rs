@@ -35,6 +35,10 @@ pub(crate) use self::width::Table;
 /// readers, many enough that two writers rarely share one.
 pub(crate) const MAX_STRIPES: usize = 4096;
 
+/// The longest random walk that places a snapshot's extra copy when the table's own path
+/// search finds no room ([`RawTable::place_extra`]).
+const EXTRA_WALK_KICKS: usize = 10_000;
+
 /// Attempts a lookup makes before it answers "present" rather than wait for a writer that
 /// keeps displacing in its bucket pair: a false positive costs one store read, a reader that
 /// waits on writers can starve.
@@ -225,11 +229,21 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         Ok(Self::from_buckets(geometry, buckets, counts, max_path_len))
     }
 
-    /// Adds the copy an [`Extra`] of a snapshot names, into its pair; false if no cuckoo path
-    /// reaches a free slot. For a table not yet shared.
-    pub(crate) fn place_extra(&self, extra: Extra) -> bool {
+    /// Adds the copy an [`Extra`] of a snapshot names, into its pair: by the table's own path
+    /// search, then, if that finds no free slot, by random walks of up to
+    /// [`EXTRA_WALK_KICKS`] kicks (an extra may duplicate a copy the snapshot holds, so a
+    /// table saved at its fullest can need a longer path than its inserts searched). False if
+    /// neither finds room. For a table not yet shared.
+    pub(crate) fn place_extra(&mut self, extra: Extra) -> bool {
         let p = self.probe_at(extra.bucket, extra.fp);
-        self.insert(p, false).is_ok()
+        if self.insert(p, false).is_ok() {
+            return true;
+        }
+        let kicks = self.random_walk_kicks;
+        self.random_walk_kicks = EXTRA_WALK_KICKS;
+        let placed = self.insert(p, false).is_ok();
+        self.random_walk_kicks = kicks;
+        placed
     }
 
     /// Searches cuckoo paths by random walks of at most `kicks` steps instead of breadth-first
@@ -561,6 +575,17 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             &[p.primary, p.alternate][..]
         };
         let watch = self.copy.watch();
+        // While a copy runs, a copy in a bucket the copier has read is taken first: the one
+        // left in the other bucket is then read later (or was read already), and no extra is
+        // logged for it.
+        let reordered;
+        let buckets = match watch {
+            Some(watch) if buckets.len() == 2 && watch.has_read(p.alternate) => {
+                reordered = [p.alternate, p.primary];
+                &reordered[..]
+            }
+            _ => buckets,
+        };
         for &bucket in buckets {
             let word = &self.buckets[bucket];
             // ORDERING: Relaxed; under the stripe lock [W1].
@@ -576,14 +601,15 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                         Ordering::Relaxed,
                     );
                 });
-                // A take from the alternate found no copy in the primary: the pair holds no
-                // other copy outside this bucket that a copier could have missed.
+                // A take from the second bucket tried found no copy in the first: the pair
+                // holds no other copy outside this bucket that a copier could have missed.
                 if let Some(watch) = watch {
-                    if bucket == p.primary && p.alternate != p.primary {
-                        // ORDERING: Relaxed; under the alternate's stripe lock [W1].
-                        let other = L::load(&self.buckets[p.alternate], Ordering::Relaxed);
-                        if matching_lanes::<L>(other, p.fp) != 0 {
-                            self.copy.after_take(watch, bucket, p.alternate, p.fp);
+                    if bucket == buckets[0] && buckets.len() == 2 {
+                        let other = buckets[1];
+                        // ORDERING: Relaxed; under the other bucket's stripe lock [W1].
+                        let word = L::load(&self.buckets[other], Ordering::Relaxed);
+                        if matching_lanes::<L>(word, p.fp) != 0 {
+                            self.copy.after_take(watch, bucket, other, p.fp);
                         }
                     }
                 }

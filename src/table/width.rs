@@ -100,7 +100,7 @@ impl Table {
     }
 
     /// [`RawTable::place_extra`] of this table.
-    pub(crate) fn place_extra(&self, extra: Extra) -> bool {
+    pub(crate) fn place_extra(&mut self, extra: Extra) -> bool {
         with_table!(self, t => t.place_extra(extra))
     }
 
