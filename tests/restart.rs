@@ -1,12 +1,18 @@
 //! A guard's sealed snapshot and its restart: trusted only when the store's seal names it.
 //!
-//! Run against `MemoryStore` (shared through an `Arc`) and `SqliteStore` (the same file
-//! reopened, as a restarted process would).
+//! Run against `MemoryStore` (shared through an `Arc`), `SqliteStore` (the same file
+//! reopened, as a restarted process would), and through `AsyncCacheGuard` against
+//! `PostgresStore` and `RedisStore` on the servers at `DATABASE_URL` and `REDIS_URL`.
 
+mod common;
+
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
-use cuckoo_guard::guard::{CacheGuard, GuardError, MemoryStore, Restart, Store};
+use cuckoo_guard::guard::{
+    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, Restart, Store,
+};
 use cuckoo_guard::CuckooFilter;
 
 fn fallback() -> CuckooFilter {
@@ -177,7 +183,7 @@ fn a_seal_under_concurrent_writes_is_trusted_only_if_it_holds_every_key() {
         if restart.is_trusted() {
             trusted += 1;
             // Trusted: the store has not changed since, so every row must be in the filter.
-            let rows = store.scan_keys(None, usize::MAX).unwrap().keys;
+            let rows = Store::scan_keys(&*store, None, usize::MAX).unwrap().keys;
             assert!(
                 rows.iter().all(|k| restored.may_contain(k)),
                 "round {round}"
@@ -190,8 +196,225 @@ fn a_seal_under_concurrent_writes_is_trusted_only_if_it_holds_every_key() {
     guard.seal(&path).unwrap();
     let (restored, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
     assert!(restart.is_trusted(), "{restart}");
-    let rows = store.scan_keys(None, usize::MAX).unwrap().keys;
+    let rows = Store::scan_keys(&*store, None, usize::MAX).unwrap().keys;
     assert_eq!(rows.len(), 20 * 500 + 1);
     assert!(rows.iter().all(|k| restored.may_contain(k)));
     println!("{trusted} of 20 seals under writes were trusted (each checked), the last one too");
+}
+
+/// [`restart_cases`] through an [`AsyncCacheGuard`]: `open` connects anew, as a restarted
+/// process would.
+async fn async_restart_cases<St, F>(open: impl Fn() -> F, n: i64, dir: &Path)
+where
+    St: AsyncStore<Key = i64, Value = String> + 'static,
+    F: Future<Output = St>,
+{
+    let path = dir.join("guard.cgsnap");
+    let store = open().await;
+    for k in 0..n {
+        store.put(&k, &format!("row {k}")).await.unwrap();
+    }
+    let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+    guard.warm_up(500, |_| {}).await.unwrap();
+    let sealed = guard.seal(&path).await.unwrap();
+    assert_eq!(sealed.written.items, n as u64);
+    drop(guard);
+
+    // Sealed and matching: ready at once, every key present, absent keys blocked.
+    let (guard, restart) = AsyncCacheGuard::restore(&path, open().await, fallback).await;
+    assert!(
+        matches!(restart, Restart::Trusted { seal, .. } if seal == sealed.seal),
+        "{restart}"
+    );
+    assert!(!guard.is_warming());
+    assert!((0..n).all(|k| guard.may_contain(&k)));
+    assert_eq!(guard.get(&(n + 5)).await.unwrap(), None);
+    assert_eq!(guard.stats().blocked, 1, "filters without a warm-up");
+    drop(guard);
+
+    // Again before any write: the same file is trusted. Then a create clears the seal.
+    let (guard, restart) = AsyncCacheGuard::restore(&path, open().await, fallback).await;
+    assert!(restart.is_trusted(), "{restart}");
+    guard.put(&n, &"new".to_string()).await.unwrap();
+    drop(guard);
+    let (guard, restart) = AsyncCacheGuard::restore(&path, open().await, fallback).await;
+    assert!(matches!(restart, Restart::NoSeal), "{restart}");
+    assert!(guard.is_warming());
+    assert_eq!(guard.get(&n).await.unwrap().as_deref(), Some("new"));
+    guard.warm_up(500, |_| {}).await.unwrap();
+    assert!((0..=n).all(|k| guard.may_contain(&k)));
+
+    // A delete clears it too, and a file an earlier seal named is not trusted.
+    let old = dir.join("old.cgsnap");
+    guard.seal(&path).await.unwrap();
+    std::fs::copy(&path, &old).unwrap();
+    assert!(guard.delete(&0).await.unwrap());
+    let (_, restart) = AsyncCacheGuard::restore(&path, open().await, fallback).await;
+    assert!(matches!(restart, Restart::NoSeal), "{restart}");
+    guard.seal(&path).await.unwrap();
+    let (_, restart) = AsyncCacheGuard::restore(&old, open().await, fallback).await;
+    assert!(matches!(restart, Restart::OtherSeal { .. }), "{restart}");
+    drop(guard);
+
+    // A damaged file: refused, and the guard warms up as usual.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 30;
+    bytes[last] ^= 1;
+    let damaged = dir.join("damaged.cgsnap");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let (guard, restart) = AsyncCacheGuard::restore(&damaged, open().await, fallback).await;
+    assert!(matches!(restart, Restart::Unreadable(_)), "{restart}");
+    guard.warm_up(500, |_| {}).await.unwrap();
+    assert!((1..=n).all(|k| guard.may_contain(&k)));
+}
+
+/// Seals taken while tasks create rows: a restart trusts one only if it holds every row.
+async fn async_seal_under_writes<St>(store: Arc<St>, dir: &Path)
+where
+    St: AsyncStore<Key = i64, Value = String> + 'static,
+{
+    let path = dir.join("writes.cgsnap");
+    let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(100_000), Arc::clone(&store));
+    guard.warm_up(100, |_| {}).await.unwrap();
+    let before = all_keys(&*store).await.len();
+    let mut trusted = 0;
+    for round in 0..10i64 {
+        let writer = {
+            let guard = guard.clone();
+            tokio::spawn(async move {
+                for k in 0..30 {
+                    let key = 1_000_000 + round * 1_000 + k;
+                    guard.put(&key, &String::new()).await.unwrap();
+                }
+            })
+        };
+        // From the first writes to after the last: some seals are cleared, some trusted.
+        tokio::time::sleep(std::time::Duration::from_millis(round as u64)).await;
+        guard.seal(&path).await.unwrap();
+        writer.await.unwrap();
+        let (restored, restart) =
+            AsyncCacheGuard::restore(&path, Arc::clone(&store), fallback).await;
+        if restart.is_trusted() {
+            trusted += 1;
+            let rows = all_keys(&*store).await;
+            assert!(
+                rows.iter().all(|k| restored.may_contain(k)),
+                "round {round}"
+            );
+        }
+        guard.put(&-1, &String::new()).await.unwrap();
+    }
+    guard.seal(&path).await.unwrap();
+    let (restored, restart) = AsyncCacheGuard::restore(&path, Arc::clone(&store), fallback).await;
+    assert!(restart.is_trusted(), "{restart}");
+    let rows = all_keys(&*store).await;
+    assert_eq!(rows.len(), before + 10 * 30 + 1);
+    assert!(rows.iter().all(|k| restored.may_contain(k)));
+    println!("{trusted} of 10 seals under writes were trusted (each checked), the last one too");
+}
+
+async fn all_keys<St: AsyncStore<Key = i64>>(store: &St) -> Vec<i64> {
+    let mut keys = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.scan_keys(cursor.as_ref(), 1_000).await.unwrap();
+        keys.extend(page.keys);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return keys,
+        }
+    }
+}
+
+#[test]
+fn memory_store_restarts_an_async_guard_from_its_sealed_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::<i64, String>::new());
+    common::runtime().block_on(async {
+        async_restart_cases(|| std::future::ready(Arc::clone(&store)), 500, dir.path()).await;
+        async_seal_under_writes(store, dir.path()).await;
+    });
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_store_restarts_from_its_sealed_snapshot() {
+    use cuckoo_guard::stores::PostgresStore;
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let table = common::unique_name("cg_restart");
+    let open = || async {
+        PostgresStore::<i64, String>::builder(url.as_str())
+            .table(table.as_str())
+            .create_table_if_missing(true)
+            .connect()
+            .await
+            .unwrap()
+    };
+    common::runtime().block_on(async {
+        async_restart_cases(open, 500, dir.path()).await;
+        async_seal_under_writes(Arc::new(open().await), dir.path()).await;
+        // The seal is a row of `cuckoo_guard_seals` named by the table, as documented.
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let seals: i64 = client
+            .query_one(
+                "SELECT count(*) FROM cuckoo_guard_seals WHERE store = $1",
+                &[&table],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(seals, 1, "the last seal is in place");
+        client
+            .batch_execute(&format!("DROP TABLE \"{table}\""))
+            .await
+            .unwrap();
+        client
+            .execute("DELETE FROM cuckoo_guard_seals WHERE store = $1", &[&table])
+            .await
+            .unwrap();
+    });
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn redis_store_restarts_from_its_sealed_snapshot() {
+    use cuckoo_guard::stores::RedisStore;
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let namespace = common::unique_name("cg_restart");
+    let open = || async {
+        RedisStore::<i64, String>::connect(&url, &namespace)
+            .await
+            .unwrap()
+    };
+    common::runtime().block_on(async {
+        async_restart_cases(open, 500, dir.path()).await;
+        let store = open().await;
+        let seal_key = store.seal_key().to_owned();
+        let (rows, keys) = (store.rows_key().to_owned(), store.index_key().to_owned());
+        async_seal_under_writes(Arc::new(store), dir.path()).await;
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&seal_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(exists, 1, "the last seal is in place at {seal_key}");
+        let _: i64 = redis::cmd("DEL")
+            .arg(&rows)
+            .arg(&keys)
+            .arg(&seal_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    });
 }

@@ -2,18 +2,21 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
+use std::path::Path;
 use std::sync::Arc;
 #[cfg(feature = "tokio")]
 use std::time::Duration;
 
 use ahash::RandomState;
 
-use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
+use super::core::{Admission, CreatesDrain, GuardCore, RebuildClaim, Step, WarmUp};
+use super::restart::{self, new_seal_id, Restart, Sealed};
 use super::store::{AsyncStore, Written};
 use super::{
     FilterRef, GuardError, GuardStats, RebuildPolicy, RebuildReason, RebuildReport, WarmUpProgress,
 };
-use crate::CuckooFilter;
+use crate::error::SnapshotError;
+use crate::{snapshot, CuckooFilter};
 
 /// A [`CuckooFilter`] in front of an [`AsyncStore`], kept in sync by the same
 /// [consistency rules](super#consistency-rules) as [`CacheGuard`](super::CacheGuard).
@@ -94,14 +97,89 @@ where
     /// assert!(!guard.policy().is_automatic());
     /// ```
     pub fn with_policy(filter: CuckooFilter<H>, store: St, policy: RebuildPolicy) -> Self {
+        Self::build(filter, store, policy, WarmUp::new())
+    }
+
+    fn build(
+        filter: CuckooFilter<H>,
+        store: St,
+        policy: RebuildPolicy,
+        warm_up: WarmUp<St::Cursor>,
+    ) -> Self {
         AsyncCacheGuard {
             inner: Arc::new(Inner {
                 core: GuardCore::new(filter, policy),
                 store,
-                warm_up: WarmUp::new(),
+                warm_up,
                 spawn: spawn_rebuild::<St, H>,
             }),
         }
+    }
+}
+
+impl<St: AsyncStore + 'static> AsyncCacheGuard<St, RandomState> {
+    /// As [`CacheGuard::restore`](super::CacheGuard::restore): a guard over `store` started
+    /// from the snapshot at `path` if the store's seal names it, ready at once; otherwise a
+    /// warming guard over a filter from `fallback`. The file is read on tokio's blocking
+    /// threads when the `tokio` feature is on and a runtime is running.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("users.cgsnap");
+    /// let store = Arc::new(MemoryStore::from_rows((0..1_000u64).map(|k| (k, k))));
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(2_000), Arc::clone(&store));
+    /// guard.warm_up(256, |_| {}).await?;
+    /// guard.seal(&path).await?; // at shutdown
+    /// drop(guard);
+    ///
+    /// let (guard, restart) =
+    ///     AsyncCacheGuard::restore(&path, store, || CuckooFilter::with_capacity(2_000)).await;
+    /// assert!(restart.is_trusted());
+    /// assert_eq!(guard.get(&7).await?, Some(7)); // no warm-up needed
+    /// assert_eq!(guard.get(&5_000).await?, None); // blocked
+    /// # Ok(()) }
+    /// ```
+    pub async fn restore(
+        path: impl AsRef<Path>,
+        store: St,
+        fallback: impl FnOnce() -> CuckooFilter,
+    ) -> (Self, Restart) {
+        let path = path.as_ref().to_owned();
+        let read = blocking(
+            move || restart::read(&path),
+            || Err(Restart::Unreadable(shut_down())),
+        );
+        let restart = match read.await {
+            Ok((filter, tag)) => {
+                let seal = if St::SEALS {
+                    Some(store.read_seal().await)
+                } else {
+                    None
+                };
+                restart::trust(seal, filter, tag)
+            }
+            Err(restart) => Err(restart),
+        };
+        let (guard, restart) = match restart {
+            Ok((filter, restart)) => {
+                // Warm already: `warm_up` returns at once instead of loading the keys twice.
+                let guard =
+                    Self::build(filter, store, RebuildPolicy::default(), WarmUp::finished());
+                guard.core().finish_warm_up();
+                (guard, restart)
+            }
+            Err(restart) => (AsyncCacheGuard::new(fallback(), store), restart),
+        };
+        guard.core().set_restart(restart.to_string());
+        (guard, restart)
     }
 }
 
@@ -382,6 +460,34 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
 #[cfg(feature = "tokio")]
 const GATE_POLL: Duration = Duration::from_micros(200);
 
+/// Runs `f`, a file read or write, on tokio's blocking threads if a runtime is running (with
+/// the `tokio` feature), else on the calling thread. A runtime shutting down before the task
+/// ran gives `cancelled()`.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+    cancelled: impl FnOnce() -> T,
+) -> T {
+    #[cfg(feature = "tokio")]
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        return match runtime.spawn_blocking(f).await {
+            Ok(value) => value,
+            Err(error) => match error.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(_) => cancelled(),
+            },
+        };
+    }
+    let _ = cancelled;
+    f()
+}
+
+/// The error of a file task the runtime dropped at shutdown.
+fn shut_down() -> SnapshotError {
+    SnapshotError::Io(std::io::Error::other(
+        "the tokio runtime shut down before the snapshot file was handled",
+    ))
+}
+
 /// Waits [`GATE_POLL`] on tokio's timer, or yields to the executor once without the `tokio`
 /// feature (the wait is as long as the store writes in flight).
 async fn gate_pause() {
@@ -440,6 +546,68 @@ where
 }
 
 impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheGuard<St, H> {
+    /// As [`CacheGuard::seal`](super::CacheGuard::seal): writes a snapshot of the filter to
+    /// `path` and seals it in the store. The file is written on tokio's blocking threads when
+    /// the `tokio` feature is on and a runtime is running (else on the calling thread).
+    /// Dropping the future stops the seal; the store may then hold a seal that names no file
+    /// (or an older one), which no restart trusts.
+    ///
+    /// # Errors
+    ///
+    /// As [`CacheGuard::seal`](super::CacheGuard::seal).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
+    /// guard.warm_up(10, |_| {}).await?;
+    /// let sealed = guard.seal(dir.path().join("g.cgsnap")).await?;
+    /// assert_eq!(sealed.written.items, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn seal(&self, path: impl AsRef<Path>) -> Result<Sealed, GuardError<St::Error>> {
+        if !St::SEALS {
+            return Err(GuardError::SealUnsupported);
+        }
+        if !self.core().is_ready() {
+            return Err(GuardError::Warming);
+        }
+        // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
+        let claim = loop {
+            if let Some(claim) = self.core().claim() {
+                break claim;
+            }
+            gate_pause().await;
+        };
+        // The steps of `GuardCore::seal_steps`, with the store's and the file's waits awaited.
+        let seal = new_seal_id();
+        self.inner
+            .store
+            .write_seal(seal)
+            .await
+            .map_err(GuardError::Store)?;
+        let mut drain = CreatesDrain::new(self.core(), &claim);
+        while !drain.poll() {
+            gate_pause().await;
+        }
+        let filter = self.core().filter();
+        let path = path.as_ref().to_owned();
+        let written = blocking(
+            move || snapshot::write_file(&filter, &path, seal),
+            || Err(shut_down()),
+        )
+        .await
+        .map_err(GuardError::Snapshot)?;
+        drop(claim);
+        Ok(Sealed { seal, written })
+    }
+
     /// As [`CacheGuard::rebuild`](super::CacheGuard::rebuild): rebuilds the filter from the
     /// store while lookups and writes go on. The future does the scan; dropping it stops the
     /// rebuild and keeps the current filter.

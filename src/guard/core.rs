@@ -225,6 +225,8 @@ pub(crate) struct Broken {
     pub(crate) next_skipped: bool,
     /// [W3]: no fence between the flip and the rebuild's counter reads.
     pub(crate) flip_unfenced: bool,
+    /// The seal: the snapshot is taken before the seal is written.
+    pub(crate) seal_after_snapshot: bool,
 }
 
 impl<H> GuardCore<H> {
@@ -505,23 +507,34 @@ impl<H: BuildHasher> GuardCore<H> {
         *self.restart.lock().unwrap_or_else(PoisonError::into_inner) = Some(how);
     }
 
-    /// Waits until every create that entered the writer gate before this call has returned
-    /// from its store write (the seal's step 2, under the rebuild claim): flips the gate twice
-    /// and waits for each old phase to drain, which also drains a phase a stopped rebuild
-    /// left undrained and leaves the phase where it was.
-    pub(super) fn wait_for_creates(&self) {
-        for _ in 0..2 {
-            let old = self.gate.flip();
-            let mut turns = 0u32;
-            while !self.gate.drained(old) {
-                turns += 1;
-                if turns < 64 {
-                    crate::sync::yield_now();
-                } else {
-                    std::thread::sleep(std::time::Duration::from_micros(200));
-                }
+    /// The seal's steps under the rebuild claim ([`restart`](super::restart)): `write_seal`
+    /// (S), then a wait until every create that entered the writer gate before has returned
+    /// from its store write, then `snapshot` (T) of the current filter. The wait is the sync
+    /// form of [`CreatesDrain`].
+    pub(super) fn seal_steps<T, E>(
+        &self,
+        claim: &RebuildClaim<'_>,
+        write_seal: impl FnOnce() -> Result<(), E>,
+        snapshot: impl FnOnce(&CuckooFilter<H>) -> T,
+    ) -> Result<T, E> {
+        #[cfg(cuckoo_loom)]
+        if self.broken.seal_after_snapshot {
+            let taken = snapshot(&self.filter());
+            write_seal()?;
+            return Ok(taken);
+        }
+        write_seal()?;
+        let mut drain = CreatesDrain::new(self, claim);
+        let mut turns = 0u32;
+        while !drain.poll() {
+            turns += 1;
+            if cfg!(cuckoo_loom) || turns < 64 {
+                crate::sync::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(200));
             }
         }
+        Ok(snapshot(&self.filter()))
     }
 
     /// Warm-up done: from now on lookups consult the filter.
@@ -613,5 +626,54 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("no room"), "{message}");
+    }
+}
+
+/// The seal's wait for creates in flight, as a poll (the async guard awaits between polls):
+/// flips the writer gate twice and waits for each old phase to drain, which also drains a
+/// phase a stopped rebuild left undrained and leaves the phase where it was. Made only under
+/// the rebuild claim. Dropped before it is done (a dropped future), it leaves its phase
+/// undrained in the rebuild log, as a stopped rebuild does, so the next flip waits for it.
+#[derive(Debug)]
+pub(super) struct CreatesDrain<'c, H> {
+    core: &'c GuardCore<H>,
+    /// Flips still to make.
+    flips: u8,
+    /// The phase being drained.
+    old: Option<usize>,
+}
+
+impl<'c, H> CreatesDrain<'c, H> {
+    pub(super) fn new(core: &'c GuardCore<H>, _claim: &RebuildClaim<'_>) -> Self {
+        CreatesDrain {
+            core,
+            flips: 2,
+            old: None,
+        }
+    }
+
+    /// Whether every create that entered the gate before the first poll has left it.
+    pub(super) fn poll(&mut self) -> bool {
+        loop {
+            match self.old {
+                Some(old) if !self.core.gate.drained(old) => return false,
+                _ if self.flips == 0 => {
+                    self.old = None;
+                    return true;
+                }
+                _ => {
+                    self.old = Some(self.core.gate.flip());
+                    self.flips -= 1;
+                }
+            }
+        }
+    }
+}
+
+impl<H> Drop for CreatesDrain<'_, H> {
+    fn drop(&mut self) {
+        if let Some(old) = self.old {
+            self.core.rebuilds.leave_undrained(old);
+        }
     }
 }

@@ -215,4 +215,14 @@ where
     fn write_outcome_unknown(_: &Infallible) -> bool {
         false
     }
+
+    const SEALS: bool = true;
+
+    async fn read_seal(&self) -> Result<Option<u64>, Infallible> {
+        Store::read_seal(self)
+    }
+
+    async fn write_seal(&self, id: u64) -> Result<(), Infallible> {
+        Store::write_seal(self, id)
+    }
 }

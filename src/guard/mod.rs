@@ -71,10 +71,12 @@
 //!
 //! # Restart from a sealed snapshot
 //!
-//! A guard that restarts would scan its store again. [`CacheGuard::seal`] writes its filter's
-//! snapshot and a *seal* naming it into the store ([`Store::SEALS`]: the SQLite store and the
-//! in-memory one keep one), which every later `put` or `delete` through a guard clears in the
-//! same atomic step as its write. [`CacheGuard::restore`] trusts the file only if the store
+//! A guard that restarts would scan its store again. [`CacheGuard::seal`] (and
+//! [`AsyncCacheGuard::seal`]) writes its filter's snapshot and a *seal* naming it into the
+//! store ([`Store::SEALS`], [`AsyncStore::SEALS`]: the SQLite, PostgreSQL, Redis and in-memory
+//! stores keep one), which every later `put` or `delete` through a guard clears in the same
+//! atomic step as its write. [`CacheGuard::restore`] ([`AsyncCacheGuard::restore`]) trusts
+//! the file only if the store
 //! still holds the seal naming it: nothing was written since, so the filter is exact and the
 //! guard filters at once. Any other case (no file, a damaged one, no seal, another seal, a
 //! store without seals) gives a warming guard over a fresh filter and the reason, as a

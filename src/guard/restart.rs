@@ -8,8 +8,9 @@
 //! keeps a *seal* ([`Store::SEALS`](super::Store::SEALS)), a value naming one snapshot, which every `put` and
 //! `delete` clears in the same atomic step as its write.
 //!
-//! [`CacheGuard::seal`](super::CacheGuard::seal) (`S` the seal write, `T` the snapshot, under the rebuild claim so no
-//! rebuild runs):
+//! [`CacheGuard::seal`](super::CacheGuard::seal) and
+//! [`AsyncCacheGuard::seal`](super::AsyncCacheGuard::seal) (`S` the seal write, `T` the
+//! snapshot, under the rebuild claim so no rebuild runs):
 //!
 //! 1. writes a new random id as the store's seal (`S`);
 //! 2. waits at the writer gate until every create that entered it before has returned from
@@ -27,6 +28,14 @@
 //! and the renamed file leaves a seal naming a file that does not exist, or an older file
 //! with another tag: not trusted.
 //!
+//! With a store whose write and seal clearing are one atomic step, linearizable with the
+//! seal write, step 2 is implied: a create whose write did not clear the seal wrote before
+//! `S`, so its filter insert happened before `T`. The wait keeps the argument to the guard's
+//! own gate for stores whose clearing only orders against `S` on the server. A seal stopped
+//! in step 2 (its future dropped) leaves its phase undrained for the next rebuild, as a
+//! stopped rebuild does. The loom models `loom_seal_*` in the core check the steps' order and
+//! the clearing.
+//!
 //! Writes that bypass the guard (another program, a migration) do not clear the seal; like
 //! the guard's consistency rules in general, the seal assumes every write goes through a
 //! guard. Such a writer must delete the seal itself (the store adapters document where it
@@ -34,8 +43,11 @@
 
 use std::fmt;
 
+use std::path::Path;
+
 use crate::error::SnapshotError;
-use crate::snapshot::Written;
+use crate::snapshot::{self, Written};
+use crate::CuckooFilter;
 
 /// How [`CacheGuard::restore`](super::CacheGuard::restore) started a guard.
 ///
@@ -155,4 +167,37 @@ pub(super) fn new_seal_id() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     ahash::RandomState::new().hash_one(nanos) | 1
+}
+
+/// The snapshot at `path` and its tag, or why a restart cannot use it.
+pub(super) fn read(path: &Path) -> Result<(CuckooFilter, u64), Restart> {
+    match snapshot::read_file_tagged(path) {
+        Err(SnapshotError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Restart::NoSnapshot)
+        }
+        Err(e) => Err(Restart::Unreadable(e)),
+        Ok(read) => Ok(read),
+    }
+}
+
+/// Whether the store's seal (`None` if the store keeps none) names the snapshot `filter` was
+/// read from, tagged `tag`.
+pub(super) fn trust<E: fmt::Display>(
+    seal: Option<Result<Option<u64>, E>>,
+    filter: CuckooFilter,
+    tag: u64,
+) -> Result<(CuckooFilter, Restart), Restart> {
+    match seal {
+        None => Err(Restart::StoreKeepsNoSeal),
+        Some(Err(e)) => Err(Restart::SealUnreadable(e.to_string())),
+        Some(Ok(None)) => Err(Restart::NoSeal),
+        Some(Ok(Some(seal))) if seal != tag || tag == 0 => Err(Restart::OtherSeal {
+            store: seal,
+            file: tag,
+        }),
+        Some(Ok(Some(seal))) => {
+            let keys = filter.len();
+            Ok((filter, Restart::Trusted { keys, seal }))
+        }
+    }
 }

@@ -202,6 +202,82 @@ pub trait AsyncStore: Send + Sync {
         let _ = error;
         true
     }
+
+    /// As [`Store::SEALS`]: every `put` and `delete` clears the seal in the same atomic step
+    /// as its write, or this stays `false`.
+    const SEALS: bool = false;
+
+    /// As [`Store::read_seal`].
+    fn read_seal(&self) -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send {
+        std::future::ready(Ok(None))
+    }
+
+    /// As [`Store::write_seal`].
+    fn write_seal(&self, id: u64) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = id;
+        std::future::ready(Ok(()))
+    }
+}
+
+/// A shared store, as for [`Store`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let store = Arc::new(MemoryStore::<u8, u8>::new());
+/// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), Arc::clone(&store));
+/// assert!(guard.store().is_empty());
+/// ```
+impl<S: AsyncStore + ?Sized> AsyncStore for std::sync::Arc<S> {
+    type Key = S::Key;
+    type Value = S::Value;
+    type Cursor = S::Cursor;
+    type Error = S::Error;
+
+    fn get(
+        &self,
+        key: &Self::Key,
+    ) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send {
+        (**self).get(key)
+    }
+
+    fn put(
+        &self,
+        key: &Self::Key,
+        value: &Self::Value,
+    ) -> impl Future<Output = Result<Written, Self::Error>> + Send {
+        (**self).put(key, value)
+    }
+
+    fn delete(&self, key: &Self::Key) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+        (**self).delete(key)
+    }
+
+    fn scan_keys(
+        &self,
+        cursor: Option<&Self::Cursor>,
+        limit: usize,
+    ) -> impl Future<Output = Result<ScanPage<Self::Key, Self::Cursor>, Self::Error>> + Send {
+        (**self).scan_keys(cursor, limit)
+    }
+
+    fn write_outcome_unknown(error: &Self::Error) -> bool {
+        S::write_outcome_unknown(error)
+    }
+
+    const SEALS: bool = S::SEALS;
+
+    fn read_seal(&self) -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send {
+        (**self).read_seal()
+    }
+
+    fn write_seal(&self, id: u64) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        (**self).write_seal(id)
+    }
 }
 
 /// A shared store: every call goes to the store behind the `Arc`, so several guards in turn

@@ -2,20 +2,18 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ahash::RandomState;
 
-use std::path::Path;
-
 use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
-use super::restart::{new_seal_id, Restart, Sealed};
+use super::restart::{self, new_seal_id, Restart, Sealed};
 use super::store::{Store, Written};
 use super::{
     FilterRef, GuardError, GuardStats, RebuildPolicy, RebuildReason, RebuildReport, WarmUpProgress,
 };
-use crate::error::SnapshotError;
 use crate::snapshot;
 use crate::CuckooFilter;
 
@@ -164,13 +162,10 @@ where
         store: St,
         fallback: impl FnOnce() -> CuckooFilter,
     ) -> (Self, Restart) {
-        let restart = match snapshot::read_file_tagged(path.as_ref()) {
-            Err(SnapshotError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(Restart::NoSnapshot)
-            }
-            Err(e) => Err(Restart::Unreadable(e)),
-            Ok((filter, tag)) => trust(&store, filter, tag),
-        };
+        let restart = restart::read(path.as_ref()).and_then(|(filter, tag)| {
+            let seal = St::SEALS.then(|| store.read_seal());
+            restart::trust(seal, filter, tag)
+        });
         let (guard, restart) = match restart {
             Ok((filter, restart)) => {
                 // Warm already: `warm_up` returns at once instead of loading the keys twice.
@@ -183,29 +178,6 @@ where
         };
         guard.core().set_restart(restart.to_string());
         (guard, restart)
-    }
-}
-
-/// Whether `store`'s seal names the snapshot `filter` was read from (tagged `tag`).
-fn trust<St: Store>(
-    store: &St,
-    filter: CuckooFilter,
-    tag: u64,
-) -> Result<(CuckooFilter, Restart), Restart> {
-    if !St::SEALS {
-        return Err(Restart::StoreKeepsNoSeal);
-    }
-    match store.read_seal() {
-        Err(e) => Err(Restart::SealUnreadable(e.to_string())),
-        Ok(None) => Err(Restart::NoSeal),
-        Ok(Some(seal)) if seal != tag || tag == 0 => Err(Restart::OtherSeal {
-            store: seal,
-            file: tag,
-        }),
-        Ok(Some(seal)) => {
-            let keys = filter.len();
-            Ok((filter, Restart::Trusted { keys, seal }))
-        }
     }
 }
 
@@ -252,21 +224,21 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
             return Err(GuardError::Warming);
         }
         // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
-        let _claim = loop {
+        let claim = loop {
             if let Some(claim) = self.core().claim() {
                 break claim;
             }
             std::thread::sleep(Duration::from_millis(1));
         };
         let seal = new_seal_id();
-        self.inner
-            .store
-            .write_seal(seal)
-            .map_err(GuardError::Store)?;
-        self.core().wait_for_creates();
-        let filter = self.core().filter();
-        let written =
-            snapshot::write_file(&filter, path.as_ref(), seal).map_err(GuardError::Snapshot)?;
+        let written = self
+            .core()
+            .seal_steps(
+                &claim,
+                || self.inner.store.write_seal(seal).map_err(GuardError::Store),
+                |filter| snapshot::write_file(filter, path.as_ref(), seal),
+            )?
+            .map_err(GuardError::Snapshot)?;
         Ok(Sealed { seal, written })
     }
 

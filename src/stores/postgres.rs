@@ -146,6 +146,21 @@ struct Sql {
     scan_after: String,
 }
 
+/// The table of seals (one row per store table, named by it), created by `connect` if
+/// missing.
+const SEALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS cuckoo_guard_seals \
+     (store TEXT PRIMARY KEY, seal BIGINT NOT NULL)";
+const READ_SEAL: &str = "SELECT seal FROM cuckoo_guard_seals WHERE store = $1";
+const WRITE_SEAL: &str = "INSERT INTO cuckoo_guard_seals (store, seal) VALUES ($1, $2) \
+     ON CONFLICT (store) DO UPDATE SET seal = EXCLUDED.seal";
+
+/// The head of a write that clears the store's seal in the same statement, the table's name
+/// being parameter `$n`: a data-modifying `WITH` runs whether or not the statement reads it,
+/// and commits or rolls back with the write.
+fn clear_seal(n: u8) -> String {
+    format!("WITH unseal AS (DELETE FROM cuckoo_guard_seals WHERE store = ${n}::text) ")
+}
+
 /// The wait between connection attempts while the server cannot be reached.
 #[derive(Debug, Default)]
 struct Backoff {
@@ -330,12 +345,13 @@ where
         );
         Sql {
             put: format!(
-                "INSERT INTO {t} ({k}, {v}) VALUES ($1, $2) \
+                "{}INSERT INTO {t} ({k}, {v}) VALUES ($1, $2) \
                  ON CONFLICT ({k}) DO UPDATE SET {v} = EXCLUDED.{v} \
-                 RETURNING (xmax = 0) AS created"
+                 RETURNING (xmax = 0) AS created",
+                clear_seal(3)
             ),
             get: format!("SELECT {v} FROM {t} WHERE {k} = $1"),
-            delete: format!("DELETE FROM {t} WHERE {k} = $1"),
+            delete: format!("{}DELETE FROM {t} WHERE {k} = $1", clear_seal(2)),
             scan_first: format!("SELECT {k} FROM {t} ORDER BY {k} LIMIT $1"),
             scan_after: format!("SELECT {k} FROM {t} WHERE {k} > $1 ORDER BY {k} LIMIT $2"),
         }
@@ -392,12 +408,34 @@ where
                 .map_err(query("create table"))?;
         }
         self.check_schema(&first).await?;
+        create_seals_table(&first).await?;
         for sql in [&store.sql.get, &store.sql.put, &store.sql.delete] {
             first.prepare_cached(sql).await.map_err(query("prepare"))?;
         }
         drop(first);
         Ok(store)
     }
+}
+
+/// Creates the seals table if it is missing. Two stores connecting at once may both try;
+/// the one whose `CREATE` fails finds the table there.
+async fn create_seals_table(client: &Client) -> Result<(), PostgresStoreError> {
+    if seals_table_exists(client).await? {
+        return Ok(());
+    }
+    match client.batch_execute(SEALS_TABLE).await {
+        Ok(()) => Ok(()),
+        Err(_) if seals_table_exists(client).await? => Ok(()),
+        Err(source) => Err(query("create the seals table")(source)),
+    }
+}
+
+async fn seals_table_exists(client: &Client) -> Result<bool, PostgresStoreError> {
+    client
+        .query_one("SELECT to_regclass('cuckoo_guard_seals') IS NOT NULL", &[])
+        .await
+        .map(|row| row.get::<_, bool>(0))
+        .map_err(query("create the seals table"))
 }
 
 /// How long one connection attempt may take.
@@ -408,6 +446,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// `put` is one `INSERT ... ON CONFLICT (key) DO UPDATE ... RETURNING (xmax = 0)`, which
 /// reports exactly whether the row was created. Scans page through the key column in order.
 /// Calls take connections from a pool, which replaces the ones the server closed.
+///
+/// The store keeps a guard's seal ([`AsyncStore::SEALS`]) in a table `cuckoo_guard_seals` of
+/// the current schema (one row per store table, `store` = the table's name), which `connect`
+/// creates if missing; `put` and `delete` each clear the table's row in the same statement
+/// as their write (a data-modifying `WITH`). A program that writes the table around the
+/// guard must delete that row too (`DELETE FROM cuckoo_guard_seals WHERE store = 'users'`),
+/// or a guard restarted from a sealed snapshot would not know about its rows.
 ///
 /// # Connections and faults
 ///
@@ -572,7 +617,7 @@ where
     async fn put(&self, key: &K, value: &V) -> Result<Written, PostgresStoreError> {
         let (client, statement) = self.prepared(&self.sql.put).await?;
         let row = client
-            .query_one(&statement, &[key, value])
+            .query_one(&statement, &[key, value, &self.table])
             .await
             .map_err(query("put"))?;
         let created: bool = row.try_get(0).map_err(query("put"))?;
@@ -586,7 +631,7 @@ where
     async fn delete(&self, key: &K) -> Result<bool, PostgresStoreError> {
         let (client, statement) = self.prepared(&self.sql.delete).await?;
         let deleted = client
-            .execute(&statement, &[key])
+            .execute(&statement, &[key, &self.table])
             .await
             .map_err(query("delete"))?;
         Ok(deleted > 0)
@@ -640,6 +685,28 @@ where
             PostgresStoreError::Query { source, .. } => source.as_db_error().is_none(),
             _ => true,
         }
+    }
+
+    const SEALS: bool = true;
+
+    async fn read_seal(&self) -> Result<Option<u64>, PostgresStoreError> {
+        let row = self
+            .read("read the seal", READ_SEAL, |client, statement| async move {
+                client.query_opt(&statement, &[&self.table]).await
+            })
+            .await?;
+        row.map(|row| row.try_get::<_, i64>(0).map(|seal| seal as u64))
+            .transpose()
+            .map_err(query("read the seal"))
+    }
+
+    async fn write_seal(&self, id: u64) -> Result<(), PostgresStoreError> {
+        let (client, statement) = self.prepared(WRITE_SEAL).await?;
+        client
+            .execute(&statement, &[&self.table, &(id as i64)])
+            .await
+            .map_err(query("write the seal"))?;
+        Ok(())
     }
 }
 

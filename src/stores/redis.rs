@@ -6,7 +6,8 @@
 //! names carry the hash tag `{ns}`, so they live in one cluster slot; [`RedisStore::rows_key`]
 //! and [`RedisStore::index_key`] return them. Writes are Lua scripts, atomic on the server: a
 //! put is `HSET` (whose reply says whether the field was new) plus `ZADD` when it was; a
-//! delete is `HDEL` plus `ZREM`.
+//! delete is `HDEL` plus `ZREM`. Both delete the string `{ns}:seal`, the seal a guard writes
+//! beside a snapshot of its filter ([`RedisStore::seal_key`]).
 
 use std::fmt;
 use std::hash::Hash;
@@ -26,6 +27,11 @@ local keys_type = redis.call('TYPE', KEYS[2]).ok
 if (rows_type ~= 'hash' and rows_type ~= 'none') or (keys_type ~= 'zset' and keys_type ~= 'none') then
   return redis.error_reply('CGTYPE the store keys ' .. KEYS[1] .. ' and ' .. KEYS[2] .. ' must be a hash and a sorted set')
 end
+";
+
+/// Clears the seal (`KEYS[3]`) in the write's script, after the type check.
+const CLEAR_SEAL: &str = r"
+redis.call('DEL', KEYS[3])
 ";
 
 const PUT: &str = r"
@@ -126,6 +132,7 @@ pub struct RedisStore<K = String, V = String> {
     connection: ConnectionManager,
     rows: String,
     keys: String,
+    seal: String,
     put: Script,
     delete: Script,
     _types: PhantomData<fn() -> (K, V)>,
@@ -158,8 +165,9 @@ impl<K, V> RedisStore<K, V> {
             connection,
             rows: format!("{{{namespace}}}:rows"),
             keys: format!("{{{namespace}}}:keys"),
-            put: Script::new(&format!("{CHECK_TYPES}{PUT}")),
-            delete: Script::new(&format!("{CHECK_TYPES}{DELETE}")),
+            seal: format!("{{{namespace}}}:seal"),
+            put: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{PUT}")),
+            delete: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{DELETE}")),
             _types: PhantomData,
         })
     }
@@ -194,6 +202,24 @@ impl<K, V> RedisStore<K, V> {
     /// ```
     pub fn index_key(&self) -> &str {
         &self.keys
+    }
+
+    /// The Redis key of the seal a guard writes beside its snapshot ([`AsyncStore::SEALS`]),
+    /// `{namespace}:seal`: a string naming the snapshot, deleted by every put and delete
+    /// through the store. A program that writes the rows over another connection must
+    /// delete it too (`DEL {namespace}:seal`), or a guard restarted from a sealed snapshot
+    /// would not know about its rows.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = cuckoo_guard::stores::RedisStore::<String, String>::connect("redis://127.0.0.1", "ns").await?;
+    /// assert_eq!(store.seal_key(), "{ns}:seal");
+    /// # Ok(()) }
+    /// ```
+    pub fn seal_key(&self) -> &str {
+        &self.seal
     }
 
     /// A handle on the store's connection (cheap: every handle shares the one connection,
@@ -266,6 +292,7 @@ where
             .put
             .key(&self.rows)
             .key(&self.keys)
+            .key(&self.seal)
             .arg(arg(key))
             .arg(arg(value))
             .invoke_async(&mut self.connection())
@@ -283,6 +310,7 @@ where
             .delete
             .key(&self.rows)
             .key(&self.keys)
+            .key(&self.seal)
             .arg(arg(key))
             .invoke_async(&mut self.connection())
             .await
@@ -334,6 +362,27 @@ where
             error,
             RedisStoreError::Command { source, .. } if source.code() == Some(TYPE_CHECK_CODE)
         )
+    }
+
+    const SEALS: bool = true;
+
+    async fn read_seal(&self) -> Result<Option<u64>, RedisStoreError> {
+        let mut get = redis::cmd("GET");
+        get.arg(&self.seal);
+        self.read("read the seal", |mut connection| {
+            let get = &get;
+            async move { get.query_async(&mut connection).await }
+        })
+        .await
+    }
+
+    async fn write_seal(&self, id: u64) -> Result<(), RedisStoreError> {
+        redis::cmd("SET")
+            .arg(&self.seal)
+            .arg(id)
+            .query_async::<()>(&mut self.connection())
+            .await
+            .map_err(command("write the seal"))
     }
 }
 

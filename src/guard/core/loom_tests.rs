@@ -325,3 +325,82 @@ fn loom_rebuild_control_flip_without_fence() {
         )
     });
 }
+
+/// The seal ([`restart`](crate::guard::restart)): a create of `K` races a seal. The store is a
+/// loom mutex over its keys and its seal, and a put clears the seal under the same lock (the
+/// store's atomic write) unless `put_clears_seal` is off. The snapshot is the filter as the seal
+/// reads it (the copy itself has its own models in `table::copy`). Once both are done, a store
+/// that still holds the seal must hold no key the snapshot lacks: that is what a restart
+/// trusts. The census asks for the case the seal exists for: the seal survived and the store
+/// holds `K`.
+fn create_during_seal(broken: Broken, put_clears_seal: bool, census: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new((Vec::new(), None::<u64>)));
+    let creator = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            {
+                let mut store = store.lock().unwrap();
+                store.0.push(K);
+                if put_clears_seal {
+                    store.1 = None;
+                }
+            }
+            core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
+        })
+    };
+    let sealer = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("no rebuild runs");
+            core.seal_steps(
+                &claim,
+                || {
+                    store.lock().unwrap().1 = Some(1);
+                    Ok::<(), ()>(())
+                },
+                |filter| filter.contains(&K),
+            )
+            .expect("the model's seal write cannot fail")
+        })
+    };
+    creator.join().unwrap();
+    let snapshot_has_k = sealer.join().unwrap();
+    let (keys, seal) = store.lock().unwrap().clone();
+    if seal == Some(1) {
+        census.saw(keys.contains(&K));
+        assert!(
+            snapshot_has_k || !keys.contains(&K),
+            "false negative: the store's seal names a snapshot that misses one of its keys"
+        );
+    }
+}
+
+#[test]
+fn loom_seal_a_surviving_seal_names_a_snapshot_with_every_key() {
+    explore("a seal that survived a create of a stored key", |census| {
+        create_during_seal(Broken::default(), true, census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_seal_control_snapshot_taken_before_the_seal() {
+    loom::model(|| {
+        create_during_seal(
+            Broken {
+                seal_after_snapshot: true,
+                ..Broken::default()
+            },
+            true,
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_seal_control_a_put_that_leaves_the_seal() {
+    loom::model(|| create_during_seal(Broken::default(), false, Census::default()));
+}

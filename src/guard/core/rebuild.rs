@@ -105,6 +105,13 @@ impl RebuildLog {
         self.log.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Records `phase` as flipped away from and not yet drained (a seal's drain stopped under
+    /// the claim): the next turn waits for it before it flips. The phase it replaces, if any,
+    /// is the gate's current one, which that turn drains after its flip anyway.
+    pub(crate) fn leave_undrained(&self, phase: usize) {
+        self.lock().undrained = Some(phase);
+    }
+
     /// Counts `n` stale copies for the stale-share trigger.
     pub(crate) fn add_stale(&self, n: u64) {
         // ORDERING: Relaxed; a statistic for the trigger, publishes nothing.
