@@ -418,3 +418,104 @@ fn redis_store_restarts_from_its_sealed_snapshot() {
             .unwrap();
     });
 }
+
+/// A periodic seal reseals after writes and writes nothing while the store is unchanged; a
+/// restart after the task stops (a crash) trusts the last seal only if nothing was written
+/// after it.
+#[test]
+fn a_periodic_seal_follows_the_writes() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("periodic.cgsnap");
+    let store = Arc::new(MemoryStore::<i64, String>::new());
+    let guard = CacheGuard::new(CuckooFilter::with_capacity(10_000), Arc::clone(&store));
+    let task = guard.seal_periodically(&path, Duration::from_millis(5));
+    // Warming: no turn seals.
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(task.report().sealed, 0);
+    guard.warm_up(100, |_| {}).unwrap();
+    let wait_for = |sealed: u64| {
+        let start = Instant::now();
+        while task.report().sealed < sealed {
+            assert!(start.elapsed() < Duration::from_secs(10), "no seal came");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    // The first turn after the warm-up seals.
+    wait_for(1);
+    for round in 1..=5 {
+        guard.put(&round, &String::new()).unwrap();
+        // The write cleared the seal: a turn seals again, and the file then holds the key.
+        wait_for(round as u64 + 1);
+        let (restored, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
+        assert!(restart.is_trusted(), "round {round}: {restart}");
+        assert!((1..=round).all(|k| restored.may_contain(&k)));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    let report = task.stop();
+    assert_eq!(report.sealed, 6, "an unchanged store is not sealed again");
+    assert!(report.unchanged > 0);
+    assert_eq!(report.failed, 0, "{:?}", report.last_error);
+    // A write after the last turn, then a crash: not trusted, the restart warms up.
+    guard.put(&99, &String::new()).unwrap();
+    drop(guard);
+    let (restored, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
+    assert!(matches!(restart, Restart::NoSeal), "{restart}");
+    restored.warm_up(100, |_| {}).unwrap();
+    assert!(restored.may_contain(&99));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_periodic_seal_of_an_async_guard_over_postgres() {
+    use cuckoo_guard::stores::PostgresStore;
+    use std::time::Duration;
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("periodic.cgsnap");
+    let table = common::unique_name("cg_periodic");
+    common::runtime().block_on(async {
+        let store = Arc::new(
+            PostgresStore::<i64, String>::builder(url.as_str())
+                .table(table.as_str())
+                .create_table_if_missing(true)
+                .connect()
+                .await
+                .unwrap(),
+        );
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10_000), Arc::clone(&store));
+        guard.warm_up(100, |_| {}).await.unwrap();
+        let task = guard.seal_periodically(&path, Duration::from_millis(10));
+        for k in 0..200 {
+            guard.put(&k, &String::new()).await.unwrap();
+        }
+        // Writes stopped: within a few turns a seal names a file holding every row.
+        let start = std::time::Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let (restored, restart) =
+                AsyncCacheGuard::restore(&path, Arc::clone(&store), fallback).await;
+            if restart.is_trusted() {
+                assert!((0..200).all(|k| restored.may_contain(&k)));
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{restart}");
+        }
+        let report = task.stop();
+        assert!(report.sealed >= 1 && report.failed == 0, "{report:?}");
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("DROP TABLE \"{table}\""))
+            .await
+            .unwrap();
+        client
+            .execute("DELETE FROM cuckoo_guard_seals WHERE store = $1", &[&table])
+            .await
+            .unwrap();
+    });
+}

@@ -10,6 +10,8 @@ use std::time::Duration;
 use ahash::RandomState;
 
 use super::core::{Admission, CreatesDrain, GuardCore, RebuildClaim, Step, WarmUp};
+#[cfg(feature = "tokio")]
+use super::periodic::{self, PeriodicSeal, Turn};
 use super::restart::{self, new_seal_id, Restart, Sealed};
 use super::store::{AsyncStore, Written};
 use super::{
@@ -546,6 +548,58 @@ where
 }
 
 impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheGuard<St, H> {
+    /// As [`CacheGuard::seal_periodically`](super::CacheGuard::seal_periodically), as a task
+    /// on the current tokio runtime (feature `tokio`). Dropping the handle aborts the task.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a tokio runtime, as `tokio::spawn` does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
+    /// guard.warm_up(10, |_| {}).await?;
+    /// let task = guard.seal_periodically(dir.path().join("g.cgsnap"), Duration::from_millis(5));
+    /// tokio::time::sleep(Duration::from_millis(50)).await;
+    /// assert_eq!(task.stop().sealed, 1); // nothing written after the first seal
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn seal_periodically(&self, path: impl AsRef<Path>, every: Duration) -> PeriodicSeal
+    where
+        St: 'static,
+    {
+        let guard = self.clone();
+        periodic::spawn_task(
+            &tokio::runtime::Handle::current(),
+            path.as_ref().to_owned(),
+            every,
+            move |path, last| {
+                let guard = guard.clone();
+                async move {
+                    if guard.is_warming() {
+                        return Ok(Turn::Warming);
+                    }
+                    if let Some(last) = last {
+                        let seal = guard.store().read_seal().await.map_err(GuardError::Store)?;
+                        if seal == Some(last) {
+                            return Ok(Turn::Unchanged);
+                        }
+                    }
+                    guard.seal(&path).await.map(Turn::Sealed)
+                }
+            },
+        )
+    }
+
     /// As [`CacheGuard::seal`](super::CacheGuard::seal): writes a snapshot of the filter to
     /// `path` and seals it in the store. The file is written on tokio's blocking threads when
     /// the `tokio` feature is on and a runtime is running (else on the calling thread).

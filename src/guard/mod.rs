@@ -80,9 +80,13 @@
 //! still holds the seal naming it: nothing was written since, so the filter is exact and the
 //! guard filters at once. Any other case (no file, a damaged one, no seal, another seal, a
 //! store without seals) gives a warming guard over a fresh filter and the reason, as a
-//! [`Restart`] and in [`GuardStats::restart`]. Seal at shutdown, or periodically: a crash
-//! after a seal that no write has cleared also restarts fast. The protocol and why it is safe
-//! while writes run are in the `restart` module's source.
+//! [`Restart`] and in [`GuardStats::restart`]. Seal at shutdown, or periodically
+//! ([`CacheGuard::seal_periodically`], [`AsyncCacheGuard::seal_periodically`]): a crash after
+//! a seal that no write has cleared also restarts fast. A snapshot whose seal was cleared is
+//! never served, not even after loading it: the store offers no "changes since" to reconcile
+//! it with, so it would need the same full scan as a warm-up before it could answer, and a
+//! fresh filter from that scan holds no stale copies. The protocol and why it is safe while
+//! writes run are in the `restart` module's source.
 //!
 //! # Examples
 //!
@@ -107,6 +111,7 @@
 mod async_guard;
 pub(crate) mod core;
 mod memory;
+mod periodic;
 mod rebuild;
 mod restart;
 mod store;
@@ -117,6 +122,7 @@ use std::fmt;
 pub use self::async_guard::AsyncCacheGuard;
 pub use self::core::Admission;
 pub use self::memory::MemoryStore;
+pub use self::periodic::{PeriodicSeal, SealReport};
 pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
 pub use self::restart::{Restart, Sealed};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};

@@ -9,6 +9,7 @@ use std::time::Duration;
 use ahash::RandomState;
 
 use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
+use super::periodic::{self, PeriodicSeal, Turn};
 use super::restart::{self, new_seal_id, Restart, Sealed};
 use super::store::{Store, Written};
 use super::{
@@ -240,6 +241,59 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
             )?
             .map_err(GuardError::Snapshot)?;
         Ok(Sealed { seal, written })
+    }
+
+    /// Seals the guard's snapshot at `path` every `every` on a background thread, so that a
+    /// restart after a crash is fast too when nothing was written since the last seal. A turn
+    /// first reads the store's seal: if it still names the last snapshot the task wrote and
+    /// the file is there, the turn writes nothing; otherwise it [`seal`](Self::seal)s anew.
+    /// Turns before the warm-up finished do nothing. Failures are counted in the task's
+    /// [`report`](PeriodicSeal::report) and retried next turn. The first turn comes after
+    /// `every`; dropping the handle stops the task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("users.cgsnap");
+    /// let store = Arc::new(MemoryStore::<u64, u64>::new());
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), Arc::clone(&store));
+    /// guard.warm_up(100, |_| {})?;
+    /// guard.put(&1, &1)?;
+    /// let task = guard.seal_periodically(&path, Duration::from_millis(5));
+    /// std::thread::sleep(Duration::from_millis(50));
+    /// drop(task); // the process crashes here, say
+    /// drop(guard);
+    ///
+    /// let (guard, restart) = CacheGuard::restore(&path, store, || CuckooFilter::with_capacity(1_000));
+    /// assert!(restart.is_trusted());
+    /// assert!(guard.may_contain(&1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn seal_periodically(&self, path: impl AsRef<Path>, every: Duration) -> PeriodicSeal
+    where
+        St: Send + Sync + 'static,
+        St::Cursor: Send,
+        H: Send + Sync + 'static,
+    {
+        let guard = self.clone();
+        periodic::spawn_thread(path.as_ref().to_owned(), every, move |path, last| {
+            if guard.is_warming() {
+                return Ok(Turn::Warming);
+            }
+            if let Some(last) = last {
+                let seal = guard.store().read_seal().map_err(GuardError::Store)?;
+                if seal == Some(last) {
+                    return Ok(Turn::Unchanged);
+                }
+            }
+            guard.seal(path).map(Turn::Sealed)
+        })
     }
 
     /// The guard's rebuild policy.
