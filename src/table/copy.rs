@@ -55,7 +55,8 @@
 //! Extras can duplicate a copy the copier did read (a straddling take of a key whose copy the
 //! copier also saw); a duplicate is a stale copy after the key's removal, a false positive.
 //!
-//! The loom models in `table::copy::loom_tests` (`loom_c*`) check each step beside a broken variant.
+//! The loom models in `table::copy::loom_tests` (`loom_c*`) check each step beside a broken
+//! variant.
 
 use std::sync::PoisonError;
 

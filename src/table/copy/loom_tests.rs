@@ -4,10 +4,10 @@
 //! A copier reads a two-bucket table one bucket per chunk (bucket 0, then bucket 1) while a
 //! writer moves a key's only copy from bucket 1 to bucket 0 (the order in which a copier
 //! without the protocol reads bucket 0 before the copy arrives and bucket 1 after it left),
-//! or removes one of two colliding copies. Every actor is spawned; the main thread sets up, joins and asserts. Each model has negative controls,
-//! each a test-only [`Broken`] step that loom must catch, and a census that the interleaving
-//! the step exists for was reached (from the copy's test-only [`Event`] log where the
-//! snapshot alone cannot tell).
+//! or removes one of two colliding copies. Every actor is spawned; the main thread sets up,
+//! joins and asserts. Each model has negative controls, each a test-only [`Broken`] step
+//! that loom must catch, and a census that the interleaving the step exists for was reached
+//! (from the copy's test-only [`Event`] log where the snapshot alone cannot tell).
 //!
 //! The models run at a preemption bound of at most 3 ([`bounded`]): the copier's handshakes
 //! take every stripe lock twice, and at 4 the net-move model alone takes over ten minutes.
