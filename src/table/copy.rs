@@ -55,7 +55,8 @@
 //! Extras can duplicate a copy the copier did read (a straddling take of a key whose copy the
 //! copier also saw); a duplicate is a stale copy after the key's removal, a false positive.
 //!
-//! The loom models in `table::loom_tests` (`loom_c*`) check each step beside a broken variant.
+//! The loom models in `table::copy::loom_tests` (`loom_c*`) check each step beside a broken
+//! variant.
 
 use std::sync::PoisonError;
 
@@ -84,6 +85,31 @@ pub(crate) enum Broken {
     NoCopierFence,
     /// \[C3\] loads `read` after the take's stores instead of before.
     ReadBoundAfterTake,
+    /// \[C1\] without the start handshake.
+    NoStartHandshake,
+    /// \[C1\] without the end handshake: the extras are collected at once.
+    NoEndHandshake,
+    /// `run` keeps `announced` and `read` from the copy before.
+    NoReset,
+    /// \[C3\] a remove that finds its fingerprint in both buckets takes it from the primary
+    /// first even if the alternate was read.
+    NoReorder,
+}
+
+/// What the loom models observe of a copy, logged in execution order.
+#[cfg(all(test, cuckoo_loom))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The copier stored `active = true` \[C1\].
+    Started,
+    /// The copier stored `active = false` \[C1\].
+    Ending,
+    /// The copier took the extras (logged under their lock).
+    Collected,
+    /// A take's \[C3\]: `read` as loaded, or `None` if it saw no copy running.
+    Watched(Option<u64>),
+    /// A take logged an extra \[C4\] (logged under the extras' lock).
+    Logged,
 }
 
 /// The state a table keeps for its copier.
@@ -101,6 +127,8 @@ pub(crate) struct CopyState {
     running: Mutex<()>,
     #[cfg(test)]
     pub(crate) broken: Broken,
+    #[cfg(all(test, cuckoo_loom))]
+    events: std::sync::Mutex<Vec<Event>>,
 }
 
 /// What a writer learned at \[C3\]: whether its take must be checked after its stores.
@@ -128,7 +156,31 @@ impl CopyState {
             running: Mutex::new(()),
             #[cfg(test)]
             broken: Broken::None,
+            #[cfg(all(test, cuckoo_loom))]
+            events: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    #[cfg(all(test, cuckoo_loom))]
+    fn record(&self, event: Event) {
+        self.events.lock().unwrap().push(event);
+    }
+
+    /// The events logged so far.
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Whether a remove that finds its fingerprint in both buckets takes it from a bucket
+    /// already read first \[C3\].
+    #[inline(always)]
+    pub(crate) fn reorders(&self) -> bool {
+        #[cfg(test)]
+        let reorders = self.broken != Broken::NoReorder;
+        #[cfg(not(test))]
+        let reorders = true;
+        reorders
     }
 
     /// \[C3\], called under the stripe locks of a take's buckets before its stores: `None`
@@ -137,11 +189,14 @@ impl CopyState {
     pub(crate) fn watch(&self) -> Option<Watch> {
         // ORDERING: Relaxed; [C1] the handshake orders the copier's store before every lock
         // taken after it, and this load is made under such a lock.
-        if self.active.load(Ordering::Relaxed) {
+        let watch = if self.active.load(Ordering::Relaxed) {
             self.watch_active()
         } else {
             None
-        }
+        };
+        #[cfg(all(test, cuckoo_loom))]
+        self.record(Event::Watched(watch.map(|w| w.read)));
+        watch
     }
 
     #[cold]
@@ -194,10 +249,10 @@ impl CopyState {
         }
         // ORDERING: Relaxed; [C4] ordered after this take's stores by the fence above.
         if (other as u64) < self.announced.load(Ordering::Relaxed) {
-            self.extras
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(Extra { bucket: other, fp });
+            let mut extras = self.extras.lock().unwrap_or_else(PoisonError::into_inner);
+            extras.push(Extra { bucket: other, fp });
+            #[cfg(all(test, cuckoo_loom))]
+            self.record(Event::Logged);
         }
     }
 
@@ -209,21 +264,39 @@ impl CopyState {
         body: impl FnOnce(&mut Chunks<'_>) -> T,
     ) -> (T, Vec<Extra>) {
         let _one_copier = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        // ORDERING: Relaxed; published to writers by the handshake below [C1].
-        self.announced.store(0, Ordering::Relaxed);
-        // ORDERING: Relaxed; as above.
-        self.read.store(0, Ordering::Relaxed);
+        #[cfg(test)]
+        let reset = self.broken != Broken::NoReset;
+        #[cfg(not(test))]
+        let reset = true;
+        if reset {
+            // ORDERING: Relaxed; published to writers by the handshake below [C1].
+            self.announced.store(0, Ordering::Relaxed);
+            // ORDERING: Relaxed; as above.
+            self.read.store(0, Ordering::Relaxed);
+        }
         // ORDERING: Relaxed; [C1] published by the handshake.
         self.active.store(true, Ordering::Relaxed);
-        handshake(stripes);
+        #[cfg(all(test, cuckoo_loom))]
+        self.record(Event::Started);
+        #[cfg(test)]
+        let start_handshake = self.broken != Broken::NoStartHandshake;
+        #[cfg(not(test))]
+        let start_handshake = true;
+        if start_handshake {
+            handshake(stripes);
+        }
         let ending = Ending {
             state: self,
             stripes,
         };
         let result = body(&mut Chunks { state: self });
         drop(ending);
-        let extras =
-            std::mem::take(&mut *self.extras.lock().unwrap_or_else(PoisonError::into_inner));
+        let extras = {
+            let mut logged = self.extras.lock().unwrap_or_else(PoisonError::into_inner);
+            #[cfg(all(test, cuckoo_loom))]
+            self.record(Event::Collected);
+            std::mem::take(&mut *logged)
+        };
         (result, extras)
     }
 }
@@ -245,7 +318,15 @@ impl Drop for Ending<'_> {
     fn drop(&mut self) {
         // ORDERING: Relaxed; [C1] the handshake below waits out every writer that saw `true`.
         self.state.active.store(false, Ordering::Relaxed);
-        handshake(self.stripes);
+        #[cfg(all(test, cuckoo_loom))]
+        self.state.record(Event::Ending);
+        #[cfg(test)]
+        let end_handshake = self.state.broken != Broken::NoEndHandshake;
+        #[cfg(not(test))]
+        let end_handshake = true;
+        if end_handshake {
+            handshake(self.stripes);
+        }
     }
 }
 

@@ -580,7 +580,9 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         // logged for it.
         let reordered;
         let buckets = match watch {
-            Some(watch) if buckets.len() == 2 && watch.has_read(p.alternate) => {
+            Some(watch)
+                if buckets.len() == 2 && watch.has_read(p.alternate) && self.copy.reorders() =>
+            {
                 reordered = [p.alternate, p.primary];
                 &reordered[..]
             }
