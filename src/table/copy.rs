@@ -28,8 +28,8 @@
 //!   the take (the Release store of \[C2\] follows that read), so the copy was read in `s` and
 //!   the take needs no log. A remove that finds its fingerprint in both buckets takes the
 //!   copy from a bucket below `read` if one is: the copy it leaves is then read later (or
-//!   was read already), and nothing is logged. This keeps extras, which can duplicate a copy
-//!   the copier also read, to takes that straddle the chunk being read.
+//!   was read already), and nothing is logged. This avoids most extras that duplicate a
+//!   copy the copier also read.
 //! - **\[C4\] After a take's stores**, still under its locks, a writer whose `s` was not
 //!   below `read` issues `fence(SeqCst)` and loads `announced` (Relaxed). If the pair's other
 //!   bucket `d` holds `f` (a hop has just put it there; a remove checks) and `d` is below
@@ -52,8 +52,16 @@
 //! Puts never log: a put into a bucket already read only concerns keys inserted after the
 //! copy began. `clear` never logs: it removes every key.
 //!
-//! Extras can duplicate a copy the copier did read (a straddling take of a key whose copy the
-//! copier also saw); a duplicate is a stale copy after the key's removal, a false positive.
+//! Extras can still duplicate a copy the copier did read: a take whose `read` bound is older
+//! than the copier's progress (nothing orders that load after the copier's later stores), or
+//! one that straddles the chunk being read, logs for a copy the copier may have seen. A
+//! duplicate is a stale copy after the key's removal, a false positive. It also takes a slot:
+//! a snapshot of a table so full that its duplicates find no room, even by random walks, is
+//! refused when loaded (`SnapshotError::Overfull`), never loaded without a key. The ignored
+//! loom models `loom_c3_*_residual_duplicate` show both.
+//!
+//! A copy whose sink panics unwinds through its end handshake; the extras it collected are
+//! dropped at the next copy's start.
 //!
 //! The loom models in `table::copy::loom_tests` (`loom_c*`) check each step beside a broken
 //! variant.
@@ -274,6 +282,12 @@ impl CopyState {
             // ORDERING: Relaxed; as above.
             self.read.store(0, Ordering::Relaxed);
         }
+        // Extras a copy whose sink panicked left behind (its end handshake ran while
+        // unwinding, so no writer of it still logs).
+        self.extras
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         // ORDERING: Relaxed; [C1] published by the handshake.
         self.active.store(true, Ordering::Relaxed);
         #[cfg(all(test, cuckoo_loom))]

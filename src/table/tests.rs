@@ -308,3 +308,30 @@ fn a_put_then_a_colliding_take_moves_the_version() {
     assert!(!stripe::unchanged(before, after));
     assert!(t.contains(victim));
 }
+
+/// A copy whose sink panics leaves no extras for the next copy: a hop across the copier logs
+/// one, the sink then panics, and the next copy (with nothing moving) returns none.
+#[test]
+fn a_copy_after_a_panicked_one_returns_only_its_own_extras() {
+    let t = RawTable::<Fp16>::with_stripes(2, 2, 2).unwrap();
+    let fp = (1..=0xFFFFu64)
+        .find(|&fp| t.probe_at(1, fp).alternate == 0)
+        .unwrap();
+    t.set_slot(1, 0, fp);
+    let hop = path::Hop {
+        from: 1,
+        slot: 0,
+        fp,
+        to: 0,
+    };
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        t.copy_out(1, |_| -> Result<(), ()> {
+            // Bucket 0 is read, bucket 1 not: the hop straddles the copier and logs an extra.
+            assert!(t.displace(hop));
+            panic!("the sink fails");
+        })
+    }));
+    assert!(panicked.is_err());
+    let extras = t.copy_out(1, |_| Ok::<(), ()>(())).unwrap();
+    assert!(extras.is_empty(), "stale extras: {extras:?}");
+}
