@@ -89,15 +89,17 @@
 //!   each for 16-bit ones. A word holds the bucket's four slots, slot `j` in bits
 //!   `j * bits` to `(j + 1) * bits - 1`; 0 is an empty slot.
 //! - the number of extras, 8 bytes, at most 4 per bucket of the table;
-//! - a checkpoint, 8 bytes: XXH64 (seed 0) of every byte from the end of the header to the
-//!   end of the number of extras, so that damage to the words or the count is caught before
-//!   the count is used;
+//! - a checkpoint, 8 bytes: XXH64, seeded with the header's checksum, of every byte from the
+//!   end of the header to the end of the number of extras, so that damage to the words or the
+//!   count is caught before the count is used;
 //! - each extra, 8 bytes: a bucket index of the table in bits 0 to 31 and a non-zero
 //!   fingerprint in bits 32 to 47. Reading inserts the fingerprint into that bucket's pair.
 //!
 //! **Trailer** (16 bytes): the number of fingerprints in all tables, extras included (8
-//! bytes), then XXH64 (seed 0) of every byte from the end of the header to the end of that
-//! count, checkpoints included (8 bytes).
+//! bytes), then XXH64, seeded with the header's checksum, of every byte from the end of the
+//! header to the end of that count, checkpoints included (8 bytes). The seed ties the body to
+//! its header: a header spliced onto another snapshot's body (of the same shape, say, but
+//! another tag) fails the body's checks.
 //!
 //! A future format gets a new version number; this build refuses any version but 1.
 
@@ -194,6 +196,13 @@ impl Header {
         let checksum = xxh64(&h[..88], 0);
         h[88..96].copy_from_slice(&checksum.to_le_bytes());
         h
+    }
+
+    /// The seed of the body's checksums: the header's own checksum, so that a body checks out
+    /// only behind the header it was written with (two files spliced together do not).
+    fn body_seed(&self) -> u64 {
+        let h = self.encode();
+        u64::from_le_bytes(h[88..96].try_into().expect("8 bytes"))
     }
 
     fn decode(h: &[u8; HEADER_LEN]) -> Result<Self, SnapshotError> {
@@ -393,7 +402,7 @@ pub(crate) fn write<S: BuildHasher>(
     let header = Header::of(filter, grown + 1, tag);
     w.write_all(&header.encode())?;
     let width = header.word_bytes();
-    let mut sum = Xxh64::new(0);
+    let mut sum = Xxh64::new(header.body_seed());
     let mut bytes = Vec::with_capacity(CHUNK * width);
     let (mut items, mut extras_total, mut written) = (0u64, 0u64, HEADER_LEN as u64);
     // Newest first: a remove hands a key over only to a copy in its own or an older table
@@ -452,19 +461,13 @@ pub(crate) fn write_file<S: BuildHasher>(
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    let mut temporary_name = std::ffi::OsString::from(".");
-    temporary_name.push(name);
-    temporary_name.push(format!(".{}.tmp", std::process::id()));
-    let temporary = dir.join(temporary_name);
     let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    // A new file per write: two writes of one path never share (and truncate) one file.
+    options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let (mut file, temporary) = open_temporary(dir, name, &options)?;
     let result = (|| {
-        let mut file = options.open(&temporary)?;
-        // An existing file keeps its mode under `open`; make sure of the owner-only one.
-        #[cfg(unix)]
-        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let written = write(filter, &mut file, tag)?;
         file.sync_all()?;
         fs::rename(&temporary, path)?;
@@ -479,6 +482,33 @@ pub(crate) fn write_file<S: BuildHasher>(
         let _ = fs::remove_file(&temporary);
     }
     result
+}
+
+/// A new file beside `path`'s name in `dir`, named `.{name}.{pid}.{random}.tmp`.
+fn open_temporary(
+    dir: &Path,
+    name: &std::ffi::OsStr,
+    options: &OpenOptions,
+) -> Result<(File, std::path::PathBuf), SnapshotError> {
+    let random = RandomState::new();
+    let mut attempt = 0u64;
+    loop {
+        let mut temporary_name = std::ffi::OsString::from(".");
+        temporary_name.push(name);
+        temporary_name.push(format!(
+            ".{}.{:016x}.tmp",
+            std::process::id(),
+            random.hash_one(attempt)
+        ));
+        let temporary = dir.join(temporary_name);
+        match options.open(&temporary) {
+            Ok(file) => return Ok((file, temporary)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(SnapshotError::Io(e)),
+        }
+    }
 }
 
 /// Reads a body: bucket words into tables (or nowhere, for [`inspect`]), extras and the
@@ -498,7 +528,7 @@ impl<R: Read> Body<R> {
     fn new(r: R, header: &Header) -> Self {
         Body {
             r,
-            sum: Xxh64::new(0),
+            sum: Xxh64::new(header.body_seed()),
             bytes: Vec::new(),
             width: header.word_bytes(),
             bits: header.bits,

@@ -462,6 +462,16 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
 #[cfg(feature = "tokio")]
 const GATE_POLL: Duration = Duration::from_micros(200);
 
+/// The rebuild claim a seal's file write owns: released when the write ends or is dropped
+/// unrun.
+struct HeldClaim<St: AsyncStore, H: BuildHasher + Sync>(AsyncCacheGuard<St, H>);
+
+impl<St: AsyncStore, H: BuildHasher + Sync> Drop for HeldClaim<St, H> {
+    fn drop(&mut self) {
+        self.0.core().rebuilds_release();
+    }
+}
+
 /// Runs `f`, a file read or write, on tokio's blocking threads if a runtime is running (with
 /// the `tokio` feature), else on the calling thread. A runtime shutting down before the task
 /// ran gives `cancelled()`.
@@ -625,7 +635,10 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
     /// assert_eq!(sealed.written.items, 0);
     /// # Ok(()) }
     /// ```
-    pub async fn seal(&self, path: impl AsRef<Path>) -> Result<Sealed, GuardError<St::Error>> {
+    pub async fn seal(&self, path: impl AsRef<Path>) -> Result<Sealed, GuardError<St::Error>>
+    where
+        St: 'static,
+    {
         if !St::SEALS {
             return Err(GuardError::SealUnsupported);
         }
@@ -650,15 +663,24 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
         while !drain.poll() {
             gate_pause().await;
         }
+        drop(drain);
         let filter = self.core().filter();
         let path = path.as_ref().to_owned();
+        // The write holds the claim until it ends, also if this future is dropped meanwhile
+        // and the write goes on: no rebuild swaps the filter and no other seal starts until
+        // this file is in place or abandoned.
+        std::mem::forget(claim);
+        let held = HeldClaim(self.clone());
         let written = blocking(
-            move || snapshot::write_file(&filter, &path, seal),
+            move || {
+                let written = snapshot::write_file(&filter, &path, seal);
+                drop(held);
+                written
+            },
             || Err(shut_down()),
         )
         .await
         .map_err(GuardError::Snapshot)?;
-        drop(claim);
         Ok(Sealed { seal, written })
     }
 

@@ -17,16 +17,23 @@
 //!    its store write (two flips, so a phase a stopped rebuild left undrained is drained too);
 //! 3. writes the current filter's snapshot, tagged with the id (`T`).
 //!
-//! At restart, [`CacheGuard::restore`](super::CacheGuard::restore) trusts the file if its tag equals the store's seal.
-//! Why that is safe: a create that entered the gate before step 2 inserted into the filter
-//! before it entered, and returned before `T` began (step 2 waits for it), so `T` holds it. A
-//! create that entered after step 2 began read the flipped phase, which comes after `S`
-//! completed; its store write comes later still, and clears the seal. A delete needs no
-//! wait: one that lands before `S` left at most a stale copy in `T` (a false positive); one
-//! after `S` clears the seal. A write whose outcome was unknown keeps its copy in the filter
-//! (so in `T`), and if it lands after `S` it clears the seal. A crash or an error between `S`
-//! and the renamed file leaves a seal naming a file that does not exist, or an older file
-//! with another tag: not trusted.
+//! At restart, [`CacheGuard::restore`](super::CacheGuard::restore) trusts the file if its
+//! tag equals the store's seal. Why that is safe: a create enters the gate, inserts into the
+//! filter, writes to the store and leaves. One that entered before step 2 left before `T`
+//! began (step 2 waits for it), so `T` holds its insert. One that entered after step 2 began
+//! read the flipped phase, which comes after `S` completed; its store write comes later
+//! still, and clears the seal. A delete needs no wait: one that lands before `S` left at most
+//! a stale copy in `T` (a false positive); one after `S` clears the seal. A write whose
+//! outcome was unknown keeps its copy in the filter, so in `T` (its create left the gate
+//! before `T`); if it lands later it clears the seal, or on PostgreSQL, whose statement may
+//! clear the seal as it stood when the statement began, its copy is in `T` anyway.
+//!
+//! A crash or an error between `S` and the renamed file leaves a seal naming a file that does
+//! not exist, or an older file with another tag: not trusted. The file write holds the
+//! rebuild claim until it ends, also when an async seal's future is dropped while a blocking
+//! thread writes: no rebuild swaps the filter and no second seal writes the path meanwhile.
+//! Each write has its own temporary file, and the body's checksums are seeded with the
+//! header's, so two writes of one path can never leave one's header over the other's body.
 //!
 //! With a store whose write and seal clearing are one atomic step, linearizable with the
 //! seal write, step 2 is implied: a create whose write did not clear the seal wrote before
@@ -36,10 +43,13 @@
 //! stopped rebuild does. The loom models `loom_seal_*` in the core check the steps' order and
 //! the clearing.
 //!
-//! Writes that bypass the guard (another program, a migration) do not clear the seal; like
-//! the guard's consistency rules in general, the seal assumes every write goes through a
-//! guard. Such a writer must delete the seal itself (the store adapters document where it
-//! is).
+//! Writes that bypass this guard (another program, a migration, another guard in another
+//! process) do not reach its filter, sealed or not; like the guard's consistency rules in
+//! general, the seal assumes every write goes through this guard. A writer that bypasses it
+//! must delete the seal itself (the store adapters document where it is). The same holds for
+//! a write of an earlier process whose outcome was unknown and which lands after the
+//! restart: the restarted guard never saw it, as after a warm-up that scanned before it
+//! landed.
 
 use std::fmt;
 
