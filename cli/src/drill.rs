@@ -227,6 +227,7 @@ fn restart(
         snapshot_keys: sealed.written.items,
         seal_secs,
         restore_secs: restored.elapsed.as_secs_f64(),
+        open_secs: restored.open.as_secs_f64(),
         trusted,
         ready_at_once,
         reason: restored.restart.to_string(),

@@ -55,6 +55,8 @@ pub(crate) struct Restarted {
     pub(crate) restart: Restart,
     /// From opening the store until `restore` returned (no warm-up).
     pub(crate) elapsed: Duration,
+    /// Of that, opening the store.
+    pub(crate) open: Duration,
 }
 
 /// The guard in front of the drill's table, and the store behind it; implemented once for a
@@ -348,10 +350,15 @@ where
 {
     let started = Instant::now();
     let store = open()?;
+    let opened = started.elapsed();
     let (restored, restart) = CacheGuard::restore(path, store, move || fallback);
     let elapsed = started.elapsed();
     *guard = restored;
-    Ok(Restarted { restart, elapsed })
+    Ok(Restarted {
+        restart,
+        elapsed,
+        open: opened,
+    })
 }
 
 fn seal_context(path: &Path) -> String {
@@ -392,13 +399,18 @@ impl<S: AsyncStore> AsyncGuard<S> {
     {
         let started = Instant::now();
         let store = open(&self.runtime)?;
+        let opened = started.elapsed();
         let restore = async {
             Ok::<_, Infallible>(AsyncCacheGuard::restore(path, store, move || fallback).await)
         };
         let (guard, restart) = self.run_bulk(restore).context("cannot restore the guard")?;
         let elapsed = started.elapsed();
         self.guard = guard;
-        Ok(Restarted { restart, elapsed })
+        Ok(Restarted {
+            restart,
+            elapsed,
+            open: opened,
+        })
     }
 }
 
