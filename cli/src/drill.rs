@@ -1,5 +1,6 @@
 //! The penetration drill: load, warm up, two phases of traffic (straight to the database, then
 //! through the guard), then check every "absent" answer the guard gave against the database.
+//! With `--restart`, the guard is restarted from a sealed snapshot before the traffic.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

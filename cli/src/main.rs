@@ -3,8 +3,8 @@
 //! lookups for absent keys costs the database without and with the guard.
 //!
 //! Exit codes: 0 the drill ran and found no false negative; 1 the drill ran and found false
-//! negatives or store errors, or (`--restart`) a restart that trusted the wrong snapshot or
-//! not the right one; 2 bad input or a setup failure (one line on stderr).
+//! negatives or store errors, or (`--restart`) a restart that did not start as it must; 2 bad
+//! input or a setup failure (one line on stderr).
 
 mod backend;
 mod drill;

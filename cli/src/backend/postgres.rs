@@ -1,12 +1,12 @@
 //! The PostgreSQL backend: a table on a server.
 
+use std::path::Path;
+
 use cuckoo_guard::guard::AsyncCacheGuard;
 use cuckoo_guard::stores::PostgresStore;
 use cuckoo_guard::CuckooFilter;
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
-
-use std::path::Path;
 
 use super::{connect, redact, runtime, AsyncGuard, Backend, Census, Guarded, Restarted, Table};
 use crate::{CliError, Context, DrillArgs};

@@ -1,12 +1,12 @@
 //! The Redis backend: a namespace of keys on a server, in the layout of [`RedisStore`].
 
+use std::path::Path;
+
 use cuckoo_guard::guard::AsyncCacheGuard;
 use cuckoo_guard::stores::RedisStore;
 use cuckoo_guard::CuckooFilter;
 use redis::aio::MultiplexedConnection;
 use tokio::runtime::Runtime;
-
-use std::path::Path;
 
 use super::{
     connect, expected_rows, redact, runtime, value_of, AsyncGuard, Backend, Census, Guarded,
