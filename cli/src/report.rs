@@ -439,8 +439,8 @@ pub(crate) fn to_table(r: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "                         snapshot {:.1} MiB, {} keys, sealed in {}",
-            r.snapshot_bytes as f64 / (1024.0 * 1024.0),
+            "                         snapshot {} bytes, {} keys, sealed in {}",
+            thousands(r.snapshot_bytes),
             thousands(r.snapshot_keys),
             duration(r.seal_secs)
         );
