@@ -1,10 +1,11 @@
 //! The penetration drill: load, warm up, two phases of traffic (straight to the database, then
 //! through the guard), then check every "absent" answer the guard gave against the database.
+//! With `--restart`, the guard is restarted from a sealed snapshot before the traffic.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cuckoo_guard::guard::GuardStats;
+use cuckoo_guard::guard::{GuardStats, Restart};
 use cuckoo_guard::CuckooFilter;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -12,8 +13,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-use crate::backend::{self, Backend};
-use crate::report::{Filter, Phase, Report, Setup, Verification, Writes};
+use crate::backend::{self, Backend, Guarded};
+use crate::report::{Filter, Phase, Report, Restarts, Setup, Verification, Writes};
 use crate::{CliError, Context, DrillArgs};
 
 /// The most rows the drill loads (keys are `1..=N`, attack keys lie above `N`).
@@ -23,6 +24,9 @@ const ATTACK_KEY_MAX: i64 = 1 << 62;
 /// Rows the traffic creates (`--write-share`) lie above the attack keys: thread `t` of phase
 /// `p` creates `CREATED_BASE + ((p * MAX_THREADS + t) << 32) + i` for `i = 0, 1, ...`.
 const CREATED_BASE: i64 = ATTACK_KEY_MAX + 1;
+/// The row `--restart` creates and deletes to clear the seal: above the attack keys and the
+/// rows the traffic creates.
+const SEAL_PROBE_KEY: i64 = i64::MAX;
 /// Rows inserted per transaction or pipeline while loading.
 const LOAD_CHUNK: u64 = 50_000;
 /// Keys the guard answered "absent" that each thread keeps for the check against the database.
@@ -52,29 +56,16 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         .capacity
         .unwrap_or_else(|| (args.rows as f64 * args.headroom).ceil() as u64);
     let capacity = usize::try_from(capacity).map_err(|_| CliError::new("--rows too large"))?;
-    let filter = CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(args.fpr)
-        .build()
-        .context("cannot build the filter")?;
-    let backend = backend::open(args, filter)?;
-    let backend = &*backend;
+    let mut backend = backend::open(args, new_filter(args, capacity)?)?;
 
-    let setup = prepare(args, backend)?;
-    let started = Instant::now();
-    let progress = bar(args.rows, "warming the guard");
-    let warmed = backend
-        .guard()
-        .warm_up(&mut |loaded| progress.set_position(loaded))?;
-    progress.finish_and_clear();
-    let warm_secs = started.elapsed().as_secs_f64();
-    if warmed != args.rows {
-        return Err(CliError::new(format!(
-            "the warm-up scanned {warmed} keys but the table holds {} rows; \
-             is something else writing to it?",
-            args.rows
-        )));
-    }
+    let setup = prepare(args, &*backend)?;
+    let warm_secs = warm_up(args, backend.guard(), "warming the guard")?;
+    let restarts = if args.restart {
+        Some(restart(args, &mut *backend, capacity, warm_secs)?)
+    } else {
+        None
+    };
+    let backend = &*backend;
 
     if let Some(keys) = args.sabotage_filter {
         // The hottest keys (traffic finds them) and the coldest (only the sweep does).
@@ -158,7 +149,113 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         guarded: guarded.summary(Some((&before, &after))),
         verification,
         writes,
+        restarts,
     })
+}
+
+/// The drill's filter for `capacity` keys at `--fpr`.
+fn new_filter(args: &DrillArgs, capacity: usize) -> Result<CuckooFilter, CliError> {
+    CuckooFilter::builder()
+        .capacity(capacity)
+        .false_positive_rate(args.fpr)
+        .build()
+        .context("cannot build the filter")
+}
+
+/// Warms `guard` up, checking it loaded every row; its seconds.
+fn warm_up(args: &DrillArgs, guard: &dyn Guarded, message: &str) -> Result<f64, CliError> {
+    let started = Instant::now();
+    let progress = bar(args.rows, message);
+    let warmed = guard.warm_up(&mut |loaded| progress.set_position(loaded))?;
+    progress.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    if warmed != args.rows {
+        return Err(CliError::new(format!(
+            "the warm-up scanned {warmed} keys but the table holds {} rows; \
+             is something else writing to it?",
+            args.rows
+        )));
+    }
+    Ok(secs)
+}
+
+/// `--restart`, after the cold warm-up (`cold_secs`): a restart after a write cleared the
+/// seal (it must warm up), then one from a sealed snapshot (it must filter at once). The
+/// restored guard stays in `backend` for the traffic.
+fn restart(
+    args: &DrillArgs,
+    backend: &mut dyn Backend,
+    capacity: usize,
+    cold_secs: f64,
+) -> Result<Restarts, CliError> {
+    let temp;
+    let path = match &args.snapshot {
+        Some(path) => path.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("cuckoo-guard-snapshot-")
+                .tempdir()
+                .context("cannot create a temporary directory for the snapshot")?;
+            temp.path().join("drill.cgsnap")
+        }
+    };
+
+    backend.guard().seal(&path)?;
+    clear_seal(backend.guard())?;
+    // The fallback filter is built inside the timing: a restarted process builds it too.
+    let started = Instant::now();
+    let cleared = backend.restart(&path, new_filter(args, capacity)?)?;
+    warm_up(args, backend.guard(), "warming after restart")?;
+    let cleared_secs = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let sealed = backend.guard().seal(&path)?;
+    let seal_secs = started.elapsed().as_secs_f64();
+    if args.sabotage_seal {
+        clear_seal(backend.guard())?;
+    }
+    let restored = backend.restart(&path, new_filter(args, capacity)?)?;
+    let ready_at_once = !backend.guard().stats().warming;
+    let trusted = restored.restart.is_trusted();
+    if !trusted {
+        // The traffic needs a guard that filters; the report fails the drill.
+        warm_up(args, backend.guard(), "warming after restart")?;
+    }
+    Ok(Restarts {
+        snapshot: path.display().to_string(),
+        cold_secs,
+        snapshot_bytes: sealed.written.bytes,
+        snapshot_keys: sealed.written.items,
+        seal_secs,
+        restore_secs: restored.elapsed.as_secs_f64(),
+        open_secs: restored.open.as_secs_f64(),
+        trusted,
+        ready_at_once,
+        reason: restored.restart.to_string(),
+        cleared_secs,
+        cleared_restore_secs: cleared.elapsed.as_secs_f64(),
+        cleared_no_seal: matches!(cleared.restart, Restart::NoSeal),
+        cleared_reason: cleared.restart.to_string(),
+    })
+}
+
+/// Creates and deletes [`SEAL_PROBE_KEY`] through the guard: writes, so they clear the seal.
+fn clear_seal(guard: &dyn Guarded) -> Result<(), CliError> {
+    let key = SEAL_PROBE_KEY;
+    guard.guard_put(key).map_err(|e| {
+        CliError::new(format!(
+            "cannot create the row {key} through the guard: {e}"
+        ))
+    })?;
+    match guard.guard_delete(key) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(CliError::new(format!(
+            "the row {key} was gone before the drill deleted it; is something else writing?"
+        ))),
+        Err(e) => Err(CliError::new(format!(
+            "cannot delete the row {key} through the guard (it stays in the table): {e}"
+        ))),
+    }
 }
 
 /// A store call of the checks after the traffic, tried up to three times (50, 100 ms apart)

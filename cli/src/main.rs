@@ -3,7 +3,8 @@
 //! lookups for absent keys costs the database without and with the guard.
 //!
 //! Exit codes: 0 the drill ran and found no false negative; 1 the drill ran and found false
-//! negatives or store errors; 2 bad input or a setup failure (one line on stderr).
+//! negatives or store errors, or (`--restart`) a restart that did not start as it must; 2 bad
+//! input or a setup failure (one line on stderr).
 
 mod backend;
 mod drill;
@@ -11,6 +12,7 @@ mod report;
 mod snapshot;
 
 use std::error::Error;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -91,12 +93,26 @@ pub(crate) struct DrillArgs {
     /// Print the report as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub(crate) json: bool,
+    /// After the warm-up, measure the guard's restart: seal its snapshot, restart it from
+    /// the snapshot with a new store (the traffic then runs on the restored guard), and
+    /// restart it once after a write has cleared the seal (it must warm up instead).
+    #[arg(long)]
+    pub(crate) restart: bool,
+    /// The snapshot file of `--restart` (replaced). Default: a file in a temporary directory,
+    /// removed afterwards.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) snapshot: Option<PathBuf>,
     /// Negative control of the false-negative check, for the tool's tests: after the warm-up,
     /// remove the keys 1..=K and N-K+1..=N from the guard's filter (not from the database),
     /// so the guard wrongly answers "absent" for the hottest keys (which the traffic finds)
     /// and the coldest (which only the sweep finds), and the drill must fail.
     #[arg(long, hide = true, value_name = "K")]
     pub(crate) sabotage_filter: Option<u64>,
+    /// Negative control of the restart check, for the tool's tests: write through the guard
+    /// after the seal of the timed restart too, so the restart cannot trust the snapshot and
+    /// the drill must fail.
+    #[arg(long, hide = true)]
+    pub(crate) sabotage_seal: bool,
 }
 
 impl DrillArgs {
@@ -144,6 +160,12 @@ impl DrillArgs {
         }
         if self.table.is_empty() {
             return Err("--table must not be empty".into());
+        }
+        if self.snapshot.is_some() && !self.restart {
+            return Err("--snapshot needs --restart".into());
+        }
+        if self.sabotage_seal && !self.restart {
+            return Err("--sabotage-seal needs --restart".into());
         }
         Ok(())
     }

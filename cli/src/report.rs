@@ -112,6 +112,46 @@ pub(crate) struct Writes {
     pub(crate) initial_capacity: u64,
 }
 
+/// `--restart`: the guard's time to ready without a snapshot, from a sealed one, and after a
+/// write cleared the seal.
+#[derive(Debug)]
+pub(crate) struct Restarts {
+    /// The snapshot file.
+    pub(crate) snapshot: String,
+    /// The cold warm-up: time to ready without a snapshot.
+    pub(crate) cold_secs: f64,
+    pub(crate) snapshot_bytes: u64,
+    /// Fingerprints in the snapshot.
+    pub(crate) snapshot_keys: u64,
+    /// Writing the snapshot and its seal.
+    pub(crate) seal_secs: f64,
+    /// Opening a new store and restoring the guard from the sealed snapshot.
+    pub(crate) restore_secs: f64,
+    /// Of that, opening the store.
+    pub(crate) open_secs: f64,
+    /// The restore trusted the snapshot. Must be true.
+    pub(crate) trusted: bool,
+    /// The restored guard was not warming. Must be true.
+    pub(crate) ready_at_once: bool,
+    /// How the restore started the guard.
+    pub(crate) reason: String,
+    /// After a write cleared the seal: building a filter, opening a store, restoring,
+    /// warming up.
+    pub(crate) cleared_secs: f64,
+    /// Of those, opening the store and restoring.
+    pub(crate) cleared_restore_secs: f64,
+    /// That restore fell back because the store held no seal. Must be true.
+    pub(crate) cleared_no_seal: bool,
+    pub(crate) cleared_reason: String,
+}
+
+impl Restarts {
+    /// The cold warm-up's time over the restore's.
+    pub(crate) fn speedup(&self) -> Option<f64> {
+        (self.restore_secs > 0.0).then(|| self.cold_secs / self.restore_secs)
+    }
+}
+
 /// Everything the drill measured.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -121,6 +161,7 @@ pub(crate) struct Report {
     pub(crate) guarded: Phase,
     pub(crate) verification: Verification,
     pub(crate) writes: Option<Writes>,
+    pub(crate) restarts: Option<Restarts>,
 }
 
 impl Report {
@@ -183,6 +224,22 @@ impl Report {
                 failures.push(format!("{} creates refused by the guard", w.refused));
             }
         }
+        if let Some(r) = &self.restarts {
+            if !r.trusted {
+                failures.push(format!(
+                    "the restart did not trust the sealed snapshot: {}",
+                    r.reason
+                ));
+            } else if !r.ready_at_once {
+                failures.push("the guard restored from the sealed snapshot was warming".into());
+            }
+            if !r.cleared_no_seal {
+                failures.push(format!(
+                    "after a write cleared the seal, the restart must warm up for want of a seal, but: {}",
+                    r.cleared_reason
+                ));
+            }
+        }
         if v.check_errors > 0 {
             failures.push(format!(
                 "{} store errors while checking; the first: {}",
@@ -227,6 +284,15 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Seconds as `1.23 s`, or as `4.56 ms` below one.
+fn duration(secs: f64) -> String {
+    if secs >= 1.0 {
+        format!("{secs:.2} s")
+    } else {
+        format!("{:.2} ms", secs * 1e3)
+    }
 }
 
 fn percent(share: Option<f64>, decimals: usize) -> String {
@@ -360,6 +426,32 @@ pub(crate) fn to_table(r: &Report) -> String {
             }
         );
     }
+    if let Some(r) = &r.restarts {
+        let _ = writeln!(
+            out,
+            "  restart                ready in {} from the sealed snapshot (a new store {}, then restore), {} the cold warm-up's {}: {}",
+            duration(r.restore_secs),
+            duration(r.open_secs),
+            r.speedup()
+                .map_or_else(|| "faster than".into(), |x| format!("{x:.0}x faster than")),
+            duration(r.cold_secs),
+            r.reason
+        );
+        let _ = writeln!(
+            out,
+            "                         snapshot {} bytes, {} keys, sealed in {}",
+            thousands(r.snapshot_bytes),
+            thousands(r.snapshot_keys),
+            duration(r.seal_secs)
+        );
+        let _ = writeln!(
+            out,
+            "  restart, seal cleared  ready in {} (restore {}, then the warm-up): {}",
+            duration(r.cleared_secs),
+            duration(r.cleared_restore_secs),
+            r.cleared_reason
+        );
+    }
     let _ = writeln!(
         out,
         "  false negatives        {} (re-queried: {} legitimate keys answered absent, {} sampled blocked keys; \
@@ -444,6 +536,25 @@ pub(crate) fn to_json(r: &Report) -> Value {
             "rebuilds_failed": w.rebuilds_failed,
             "last_rebuild_seconds": w.last_rebuild_secs,
             "last_rebuild_keys": w.last_rebuild_keys,
+        })),
+        "restart": r.restarts.as_ref().map(|r| json!({
+            "snapshot_file": r.snapshot,
+            "snapshot_bytes": r.snapshot_bytes,
+            "snapshot_keys": r.snapshot_keys,
+            "seal_seconds": r.seal_secs,
+            "cold_warm_up_seconds": r.cold_secs,
+            "restore_seconds": r.restore_secs,
+            "open_store_seconds": r.open_secs,
+            "speedup": r.speedup(),
+            "trusted": r.trusted,
+            "ready_at_once": r.ready_at_once,
+            "reason": r.reason,
+            "seal_cleared": {
+                "seconds": r.cleared_secs,
+                "restore_seconds": r.cleared_restore_secs,
+                "no_seal": r.cleared_no_seal,
+                "reason": r.cleared_reason,
+            },
         })),
         "verification": {
             "legit_absent_checked": v.legit_absent_checked,

@@ -85,6 +85,47 @@ fn check_writes(report: &Value, rows: u64) {
     assert!(cut >= 0.99, "attack queries cut by only {cut}");
 }
 
+/// The checks of a drill with `--restart`: the restore trusted the sealed snapshot, and the
+/// restart after a cleared seal warmed up. (The traffic and the sweep ran on the restored
+/// guard: the report's checks cover it.)
+fn check_restart(report: &Value, rows: u64) {
+    assert_eq!(report["passed"], true);
+    let r = &report["restart"];
+    assert_eq!(r["trusted"], true, "{r}");
+    assert_eq!(r["ready_at_once"], true, "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("started from the sealed snapshot"),
+        "{r}"
+    );
+    assert_eq!(r["snapshot_keys"], rows, "{r}");
+    // 16-bit fingerprints: at least two bytes a key.
+    assert!(r["snapshot_bytes"].as_u64().unwrap() > 2 * rows, "{r}");
+    assert_eq!(
+        r["cold_warm_up_seconds"],
+        report["setup"]["warm_up_seconds"]
+    );
+    for field in ["seal_seconds", "restore_seconds", "speedup"] {
+        assert!(r[field].as_f64().unwrap() > 0.0, "{field}: {r}");
+    }
+    let cleared = &r["seal_cleared"];
+    assert_eq!(cleared["no_seal"], true, "{r}");
+    assert!(
+        cleared["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("warming up: the store holds no seal"),
+        "{r}"
+    );
+    // That restart included a warm-up.
+    assert!(
+        cleared["seconds"].as_f64().unwrap() > cleared["restore_seconds"].as_f64().unwrap(),
+        "{r}"
+    );
+}
+
 fn sqlite_path(dir: &Path) -> String {
     dir.join("drill.sqlite").to_str().unwrap().to_string()
 }
@@ -95,6 +136,95 @@ fn the_default_drill_runs_on_a_temporary_sqlite_database() {
     check_report(&report, 20_000);
     assert_eq!(report["setup"]["kind"], "sqlite");
     assert_eq!(report["setup"]["rows_reused"], false);
+}
+
+#[test]
+fn a_restart_from_a_sealed_snapshot_filters_at_once_on_sqlite() {
+    let report = passing_drill(&["--rows", "20000", "--restart"]);
+    check_report(&report, 20_000);
+    check_restart(&report, 20_000);
+    assert_eq!(report["setup"]["kind"], "sqlite");
+
+    // A snapshot file of one's own stays, owner-only; the text report has the lines.
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path());
+    let file = dir.path().join("guard.cgsnap");
+    let report = passing_drill(&[
+        "--db",
+        &db,
+        "--rows",
+        "5000",
+        "--restart",
+        "--snapshot",
+        file.to_str().unwrap(),
+        "--write-share",
+        "0.1",
+    ]);
+    check_restart(&report, 5000);
+    // The restored guard took creates; the sweep found each of them and every row.
+    let creates = report["writes"]["creates"].as_u64().unwrap();
+    assert!(creates > 0);
+    assert_eq!(report["writes"]["refused"], 0);
+    let v = &report["verification"];
+    assert_eq!(v["sweep_checked"].as_u64().unwrap(), 5000 + creates);
+    assert_eq!(v["sweep_false_negatives"], 0);
+    assert_eq!(v["false_negatives"], 0);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        report["restart"]["snapshot_bytes"].as_u64().unwrap()
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let output = drill(&[
+        "--db",
+        &db,
+        "--rows",
+        "5000",
+        "--duration",
+        "0.3",
+        "--restart",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    for line in [
+        "restart                ready in ",
+        "from the sealed snapshot",
+        "restart, seal cleared  ready in ",
+        "warming up: the store holds no seal",
+        "false negatives        0",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn the_restart_check_catches_a_seal_cleared_before_the_restart() {
+    // A write after the timed restart's seal too: the restore must not trust the file, the
+    // guard warms up instead, and the drill exits 1 though the traffic found nothing wrong.
+    let output = drill(&[
+        "--json",
+        "--rows",
+        "5000",
+        "--duration",
+        "0.3",
+        "--restart",
+        "--sabotage-seal",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("did not trust the sealed snapshot"),
+        "{}",
+        stderr(&output)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["passed"], false);
+    assert_eq!(report["restart"]["trusted"], false);
+    assert_eq!(report["verification"]["false_negatives"], 0);
+    assert_eq!(report["verification"]["sweep_false_negatives"], 0);
 }
 
 #[test]
@@ -183,6 +313,11 @@ fn bad_input_gets_one_line_and_exit_code_2() {
         (vec!["--write-share", "2"], "--write-share"),
         (vec!["--write-share=-0.1"], "--write-share"),
         (vec!["--capacity", "0"], "--capacity"),
+        (vec!["--snapshot", "x.cgsnap"], "--snapshot needs --restart"),
+        (
+            vec!["--restart", "--snapshot", "/no/such/dir/x.cgsnap"],
+            "cannot seal",
+        ),
         (vec!["--db", &db, "--no-create"], "does not exist"),
         (vec!["--db", not_a_db.to_str().unwrap()], "not a database"),
         (vec!["--db", "mysql://localhost/x"], "unknown scheme"),
@@ -299,6 +434,68 @@ fn the_drill_runs_against_postgres() {
 }
 
 #[test]
+fn a_restart_from_a_sealed_snapshot_filters_at_once_on_postgres() {
+    let Some(url) = server_url(&servers::POSTGRES) else {
+        return;
+    };
+    let table = unique_table("cg_cli_restart");
+    let report = passing_drill(&[
+        "--db",
+        &url,
+        "--table",
+        &table,
+        "--rows",
+        "20000",
+        "--restart",
+    ]);
+    drop_pg_table(&url, &table);
+    pg_execute(
+        &url,
+        &format!("DELETE FROM cuckoo_guard_seals WHERE store = '{table}'"),
+    );
+    check_report(&report, 20_000);
+    check_restart(&report, 20_000);
+    assert_eq!(report["setup"]["kind"], "postgres");
+}
+
+#[test]
+fn a_restart_from_a_sealed_snapshot_filters_at_once_on_redis() {
+    let Some(url) = server_url(&servers::REDIS) else {
+        return;
+    };
+    let namespace = unique_table("cg_cli_restart");
+    let report = passing_drill(&[
+        "--db",
+        &url,
+        "--table",
+        &namespace,
+        "--rows",
+        "5000",
+        "--restart",
+    ]);
+    redis_del(&url, &namespace);
+    check_report(&report, 5000);
+    check_restart(&report, 5000);
+    assert_eq!(report["setup"]["kind"], "redis");
+}
+
+/// Deletes the drill's keys (and the seal) of `namespace`.
+fn redis_del(url: &str, namespace: &str) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = redis::Client::open(url).unwrap();
+        let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(format!("{{{namespace}}}:rows"))
+            .arg(format!("{{{namespace}}}:keys"))
+            .arg(format!("{{{namespace}}}:seal"))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
 fn the_drill_runs_against_redis() {
     let Some(url) = server_url(&servers::REDIS) else {
         return;
@@ -323,17 +520,7 @@ fn the_drill_runs_against_redis() {
         "{}",
         stderr(&empty)
     );
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let client = redis::Client::open(url.as_str()).unwrap();
-        let mut connection = client.get_multiplexed_async_connection().await.unwrap();
-        let _: () = redis::cmd("DEL")
-            .arg(format!("{{{namespace}}}:rows"))
-            .arg(format!("{{{namespace}}}:keys"))
-            .query_async(&mut connection)
-            .await
-            .unwrap();
-    });
+    redis_del(&url, &namespace);
 }
 
 fn pg_execute(url: &str, sql: &str) {

@@ -6,11 +6,13 @@ mod postgres;
 mod redis;
 mod sqlite;
 
+use std::convert::Infallible;
 use std::future::Future;
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{
-    AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardStats, Store, Written,
+    AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardStats, Restart, Sealed, Store, Written,
 };
 use cuckoo_guard::CuckooFilter;
 use tokio::runtime::Runtime;
@@ -37,6 +39,24 @@ pub(crate) trait Backend: Sync {
 
     /// The guard in front of the table.
     fn guard(&self) -> &dyn Guarded;
+
+    /// Restarts the guard as a new process would: opens a new store over new connections and
+    /// restores a guard from the snapshot at `path` ([`CacheGuard::restore`]), with
+    /// `fallback` as its filter if the snapshot is not trusted (that guard is warming: call
+    /// [`Guarded::warm_up`]). The new guard replaces the old one, which is dropped after the
+    /// timing.
+    fn restart(&mut self, path: &Path, fallback: CuckooFilter) -> Result<Restarted, CliError>;
+}
+
+/// How [`Backend::restart`] started the new guard.
+#[derive(Debug)]
+pub(crate) struct Restarted {
+    /// Whether the snapshot was trusted, and why not.
+    pub(crate) restart: Restart,
+    /// From opening the store until `restore` returned (no warm-up).
+    pub(crate) elapsed: Duration,
+    /// Of that, opening the store.
+    pub(crate) open: Duration,
 }
 
 /// The guard in front of the drill's table, and the store behind it; implemented once for a
@@ -62,6 +82,9 @@ pub(crate) trait Guarded: Sync {
 
     /// The guard's filter.
     fn filter(&self) -> FilterRef;
+
+    /// Writes the filter's snapshot to `path` and seals it in the store.
+    fn seal(&self, path: &Path) -> Result<Sealed, CliError>;
 }
 
 /// Opens the database `--db` names (and, unless `--no-create`, creates the drill's table) and
@@ -308,6 +331,38 @@ where
     fn filter(&self) -> FilterRef {
         CacheGuard::filter(self)
     }
+
+    fn seal(&self, path: &Path) -> Result<Sealed, CliError> {
+        CacheGuard::seal(self, path).context(&seal_context(path))
+    }
+}
+
+/// [`Backend::restart`] for a guard over a sync store that `open` opens.
+fn restart_sync<S>(
+    guard: &mut CacheGuard<S>,
+    path: &Path,
+    open: impl FnOnce() -> Result<S, CliError>,
+    fallback: CuckooFilter,
+) -> Result<Restarted, CliError>
+where
+    S: Store + Send + Sync + 'static,
+    S::Cursor: Send,
+{
+    let started = Instant::now();
+    let store = open()?;
+    let opened = started.elapsed();
+    let (restored, restart) = CacheGuard::restore(path, store, move || fallback);
+    let elapsed = started.elapsed();
+    *guard = restored;
+    Ok(Restarted {
+        restart,
+        elapsed,
+        open: opened,
+    })
+}
+
+fn seal_context(path: &Path) -> String {
+    format!("cannot seal the guard's snapshot {}", path.display())
 }
 
 /// An [`AsyncCacheGuard`] and the runtime that drives it (and the backend's own connection).
@@ -330,6 +385,32 @@ impl<S: AsyncStore> AsyncGuard<S> {
         bounded(&self.runtime, REQUEST_TIMEOUT, future)
             .map(|row| row.is_some())
             .map_err(|e| e.to_string())
+    }
+
+    /// [`Backend::restart`] for a backend whose `open` opens a new store on the runtime.
+    fn restart(
+        &mut self,
+        path: &Path,
+        open: impl FnOnce(&Runtime) -> Result<S, CliError>,
+        fallback: CuckooFilter,
+    ) -> Result<Restarted, CliError>
+    where
+        S: 'static,
+    {
+        let started = Instant::now();
+        let store = open(&self.runtime)?;
+        let opened = started.elapsed();
+        let restore = async {
+            Ok::<_, Infallible>(AsyncCacheGuard::restore(path, store, move || fallback).await)
+        };
+        let (guard, restart) = self.run_bulk(restore).context("cannot restore the guard")?;
+        let elapsed = started.elapsed();
+        self.guard = guard;
+        Ok(Restarted {
+            restart,
+            elapsed,
+            open: opened,
+        })
     }
 }
 
@@ -376,6 +457,11 @@ where
 
     fn filter(&self) -> FilterRef {
         self.guard.filter()
+    }
+
+    fn seal(&self, path: &Path) -> Result<Sealed, CliError> {
+        self.run_bulk(self.guard.seal(path))
+            .context(&seal_context(path))
     }
 }
 

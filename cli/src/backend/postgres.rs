@@ -1,11 +1,14 @@
 //! The PostgreSQL backend: a table on a server.
 
+use std::path::Path;
+
 use cuckoo_guard::guard::AsyncCacheGuard;
 use cuckoo_guard::stores::PostgresStore;
 use cuckoo_guard::CuckooFilter;
+use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
 
-use super::{connect, redact, runtime, AsyncGuard, Backend, Census, Guarded, Table};
+use super::{connect, redact, runtime, AsyncGuard, Backend, Census, Guarded, Restarted, Table};
 use crate::{CliError, Context, DrillArgs};
 
 /// The guard over a [`PostgresStore`] of the drill's table, and the tool's own client of the
@@ -15,6 +18,10 @@ pub(super) struct PostgresBackend {
     table: Table,
     /// The URL without its password.
     url: String,
+    /// The URL as given, to connect again (never printed).
+    db: String,
+    /// Connections of the store's pool.
+    connections: usize,
     /// The last field: the runtime drives the connections of the fields before it.
     guarded: AsyncGuard<PostgresStore<i64, String>>,
 }
@@ -31,17 +38,8 @@ impl PostgresBackend {
         let url = redact(db);
         let what = format!("cannot open PostgreSQL at {url}");
         let table = Table::new(args);
-        let store = connect(
-            &runtime,
-            &what,
-            PostgresStore::<i64, String>::builder(db)
-                .table(&table.name)
-                .key_column(&table.key)
-                .value_column(&table.value)
-                .create_table_if_missing(!args.no_create)
-                .connections(threads.clamp(1, 16))
-                .connect(),
-        )?;
+        let connections = threads.clamp(1, 16);
+        let store = open_store(&runtime, db, &table, connections, !args.no_create)?;
         let conn = connect(&runtime, &what, async {
             let (client, connection) = tokio_postgres::connect(db, NoTls).await?;
             // The connection task ends when the client is dropped.
@@ -54,12 +52,35 @@ impl PostgresBackend {
             conn,
             table,
             url,
+            db: db.to_string(),
+            connections,
             guarded: AsyncGuard {
                 guard: AsyncCacheGuard::new(filter, store),
                 runtime,
             },
         })
     }
+}
+
+/// The store of the drill's table on the server at `db`, with a pool of `connections`.
+fn open_store(
+    runtime: &Runtime,
+    db: &str,
+    table: &Table,
+    connections: usize,
+    create: bool,
+) -> Result<PostgresStore<i64, String>, CliError> {
+    connect(
+        runtime,
+        &format!("cannot open PostgreSQL at {}", redact(db)),
+        PostgresStore::<i64, String>::builder(db)
+            .table(&table.name)
+            .key_column(&table.key)
+            .value_column(&table.value)
+            .create_table_if_missing(create)
+            .connections(connections)
+            .connect(),
+    )
 }
 
 impl Backend for PostgresBackend {
@@ -108,5 +129,11 @@ impl Backend for PostgresBackend {
 
     fn guard(&self) -> &dyn Guarded {
         &self.guarded
+    }
+
+    fn restart(&mut self, path: &Path, fallback: CuckooFilter) -> Result<Restarted, CliError> {
+        let open =
+            |runtime: &Runtime| open_store(runtime, &self.db, &self.table, self.connections, false);
+        self.guarded.restart(path, open, fallback)
     }
 }

@@ -1,12 +1,16 @@
 //! The Redis backend: a namespace of keys on a server, in the layout of [`RedisStore`].
 
+use std::path::Path;
+
 use cuckoo_guard::guard::AsyncCacheGuard;
 use cuckoo_guard::stores::RedisStore;
 use cuckoo_guard::CuckooFilter;
 use redis::aio::MultiplexedConnection;
+use tokio::runtime::Runtime;
 
 use super::{
     connect, expected_rows, redact, runtime, value_of, AsyncGuard, Backend, Census, Guarded,
+    Restarted,
 };
 use crate::{CliError, Context, DrillArgs};
 
@@ -19,6 +23,10 @@ pub(super) struct RedisBackend {
     conn: MultiplexedConnection,
     /// The URL without its password.
     url: String,
+    /// The URL as given, to connect again (never printed).
+    db: String,
+    /// The key namespace (`--table`).
+    namespace: String,
     /// The last field: the runtime drives the connections of the fields before it.
     guarded: AsyncGuard<RedisStore<i64, String>>,
 }
@@ -34,11 +42,7 @@ impl RedisBackend {
         let runtime = runtime(args.threads())?;
         let url = redact(db);
         let what = format!("cannot open Redis at {url}");
-        let store = connect(
-            &runtime,
-            &what,
-            RedisStore::<i64, String>::connect(db, &args.table),
-        )?;
+        let store = open_store(&runtime, db, &args.table)?;
         let conn = connect(&runtime, &what, async {
             redis::Client::open(db)?
                 .get_multiplexed_async_connection()
@@ -47,6 +51,8 @@ impl RedisBackend {
         let backend = RedisBackend {
             conn,
             url,
+            db: db.to_string(),
+            namespace: args.table.clone(),
             guarded: AsyncGuard {
                 guard: AsyncCacheGuard::new(filter, store),
                 runtime,
@@ -66,6 +72,19 @@ impl RedisBackend {
         let store = self.guarded.guard.store();
         (store.rows_key(), store.index_key())
     }
+}
+
+/// The store of the namespace `namespace` on the server at `db`.
+fn open_store(
+    runtime: &Runtime,
+    db: &str,
+    namespace: &str,
+) -> Result<RedisStore<i64, String>, CliError> {
+    connect(
+        runtime,
+        &format!("cannot open Redis at {}", redact(db)),
+        RedisStore::<i64, String>::connect(db, namespace),
+    )
 }
 
 impl Backend for RedisBackend {
@@ -139,5 +158,10 @@ impl Backend for RedisBackend {
 
     fn guard(&self) -> &dyn Guarded {
         &self.guarded
+    }
+
+    fn restart(&mut self, path: &Path, fallback: CuckooFilter) -> Result<Restarted, CliError> {
+        let open = |runtime: &Runtime| open_store(runtime, &self.db, &self.namespace);
+        self.guarded.restart(path, open, fallback)
     }
 }

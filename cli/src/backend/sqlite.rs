@@ -10,7 +10,7 @@ use cuckoo_guard::CuckooFilter;
 use rusqlite::{Connection, OpenFlags};
 use tempfile::TempDir;
 
-use super::{value_of, Backend, Census, Guarded, Table};
+use super::{restart_sync, value_of, Backend, Census, Guarded, Restarted, Table};
 use crate::{CliError, Context, DrillArgs};
 
 /// The guard over an [`SqliteStore`] of the drill's table, and the tool's own connection to
@@ -19,6 +19,8 @@ pub(super) struct SqliteBackend {
     guard: CacheGuard<SqliteStore<i64, String>>,
     conn: Mutex<Connection>,
     table: Table,
+    /// Connections of the store's pool.
+    connections: usize,
     /// Keeps the temporary directory (and the database in it) alive until the drill ends;
     /// the last field, so it goes after the connections.
     temp: Option<TempDir>,
@@ -41,19 +43,14 @@ impl SqliteBackend {
             (PathBuf::from(db), None)
         };
         let table = Table::new(args);
-        let store = SqliteStore::<i64, String>::builder(&path)
-            .table(&table.name)
-            .key_column(&table.key)
-            .value_column(&table.value)
-            .create_table_if_missing(!args.no_create)
-            .connections(args.threads().clamp(1, 64))
-            .open()
-            .map_err(|e| CliError::from_error("cannot open the drill's database", &e))?;
+        let connections = args.threads().clamp(1, 64);
+        let store = open_store(&path, &table, connections, !args.no_create)?;
         let conn = bulk_connection(&path).context("cannot open the drill's database")?;
         Ok(SqliteBackend {
             guard: CacheGuard::new(filter, store),
             conn: Mutex::new(conn),
             table,
+            connections,
             temp,
         })
     }
@@ -62,6 +59,23 @@ impl SqliteBackend {
         // Only the drill's main thread uses it; a panic there ends the drill.
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The store of the drill's table in the file at `path`, with a pool of `connections`.
+fn open_store(
+    path: &Path,
+    table: &Table,
+    connections: usize,
+    create: bool,
+) -> Result<SqliteStore<i64, String>, CliError> {
+    SqliteStore::<i64, String>::builder(path)
+        .table(&table.name)
+        .key_column(&table.key)
+        .value_column(&table.value)
+        .create_table_if_missing(create)
+        .connections(connections)
+        .open()
+        .map_err(|e| CliError::from_error("cannot open the drill's database", &e))
 }
 
 /// A connection to the store's file set up as the store sets up its own: the WAL journal
@@ -133,5 +147,11 @@ impl Backend for SqliteBackend {
 
     fn guard(&self) -> &dyn Guarded {
         &self.guard
+    }
+
+    fn restart(&mut self, path: &Path, fallback: CuckooFilter) -> Result<Restarted, CliError> {
+        let db = self.guard.store().path().to_path_buf();
+        let open = || open_store(&db, &self.table, self.connections, false);
+        restart_sync(&mut self.guard, path, open, fallback)
     }
 }
