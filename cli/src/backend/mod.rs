@@ -416,7 +416,7 @@ impl<S: AsyncStore> AsyncGuard<S> {
 
 impl<S> Guarded for AsyncGuard<S>
 where
-    S: AsyncStore<Key = i64, Value = String>,
+    S: AsyncStore<Key = i64, Value = String> + 'static,
     AsyncGuard<S>: Sync,
 {
     fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError> {
