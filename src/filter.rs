@@ -364,7 +364,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// [`write_snapshot`](Self::write_snapshot) to a file at `path`: created readable only by
     /// its owner (mode `0600` on Unix, because it holds the hash keys), written under a
     /// temporary name in the same directory, synced, and renamed over `path`, so a reader
-    /// finds the old file or the whole new one.
+    /// finds the old file or the whole new one. Each call has its own temporary file
+    /// (`.NAME.PID.RANDOM.tmp`), so writes of one path at once do not mix; one that a crash
+    /// interrupts stays behind (owner-only) and may be deleted.
     ///
     /// # Errors
     ///

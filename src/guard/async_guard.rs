@@ -462,13 +462,28 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
 #[cfg(feature = "tokio")]
 const GATE_POLL: Duration = Duration::from_micros(200);
 
-/// The rebuild claim a seal's file write owns: released when the write ends or is dropped
-/// unrun.
-struct HeldClaim<St: AsyncStore, H: BuildHasher + Sync>(AsyncCacheGuard<St, H>);
+/// The rebuild claim, owned by work that may be dropped before it runs (a seal's file write
+/// on a blocking thread, a spawned rebuild task): released when dropped, unless
+/// [`into_inner`](Self::into_inner) handed it to a `RebuildClaim` first.
+struct HeldClaim<St: AsyncStore, H>(Option<Arc<Inner<St, H>>>);
 
-impl<St: AsyncStore, H: BuildHasher + Sync> Drop for HeldClaim<St, H> {
+impl<St: AsyncStore, H> HeldClaim<St, H> {
+    fn new(inner: &Arc<Inner<St, H>>) -> Self {
+        HeldClaim(Some(Arc::clone(inner)))
+    }
+
+    /// The guard, whose claim the caller now adopts.
+    #[cfg(feature = "tokio")]
+    fn into_inner(mut self) -> Option<Arc<Inner<St, H>>> {
+        self.0.take()
+    }
+}
+
+impl<St: AsyncStore, H> Drop for HeldClaim<St, H> {
     fn drop(&mut self) {
-        self.0.core().rebuilds_release();
+        if let Some(inner) = self.0.take() {
+            inner.core.rebuilds_release();
+        }
     }
 }
 
@@ -670,7 +685,7 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
         // and the write goes on: no rebuild swaps the filter and no other seal starts until
         // this file is in place or abandoned.
         std::mem::forget(claim);
-        let held = HeldClaim(self.clone());
+        let held = HeldClaim::new(&self.inner);
         let written = blocking(
             move || {
                 let written = snapshot::write_file(&filter, &path, seal);
@@ -716,8 +731,12 @@ where
 {
     #[cfg(feature = "tokio")]
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        let shared = Arc::clone(inner);
+        // Owned by the task from here: a task dropped before it runs gives the claim back.
+        let held = HeldClaim::new(inner);
         runtime.spawn(async move {
+            let Some(shared) = held.into_inner() else {
+                return;
+            };
             let claim = shared.core.adopt_claim();
             // The outcome is in the stats (`rebuilds`, `rebuilds_failed`, the last error).
             let _ = shared.rebuild(claim, reason).await;
