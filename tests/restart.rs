@@ -357,28 +357,29 @@ fn postgres_store_restarts_from_its_sealed_snapshot() {
         async_restart_cases(open, 500, dir.path()).await;
         async_seal_under_writes(Arc::new(open().await), dir.path()).await;
         // The seal is a row of `cuckoo_guard_seals` named by the table, as documented.
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        let seals: i64 = client
-            .query_one(
-                "SELECT count(*) FROM cuckoo_guard_seals WHERE store = $1",
-                &[&table],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(seals, 1, "the last seal is in place");
-        client
-            .batch_execute(&format!("DROP TABLE \"{table}\""))
-            .await
-            .unwrap();
-        client
-            .execute("DELETE FROM cuckoo_guard_seals WHERE store = $1", &[&table])
-            .await
-            .unwrap();
+        assert_eq!(
+            drop_postgres_table(&url, &table).await,
+            1,
+            "the last seal is in place"
+        );
     });
+}
+
+/// Drops the test's table and its seal row; the number of seal rows it had.
+#[cfg(feature = "postgres")]
+async fn drop_postgres_table(url: &str, table: &str) -> u64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("DROP TABLE \"{table}\""))
+        .await
+        .unwrap();
+    client
+        .execute("DELETE FROM cuckoo_guard_seals WHERE store = $1", &[&table])
+        .await
+        .unwrap()
 }
 
 #[cfg(feature = "redis")]
@@ -505,17 +506,6 @@ fn a_periodic_seal_of_an_async_guard_over_postgres() {
         }
         let report = task.stop();
         assert!(report.sealed >= 1 && report.failed == 0, "{report:?}");
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        client
-            .batch_execute(&format!("DROP TABLE \"{table}\""))
-            .await
-            .unwrap();
-        client
-            .execute("DELETE FROM cuckoo_guard_seals WHERE store = $1", &[&table])
-            .await
-            .unwrap();
+        drop_postgres_table(&url, &table).await;
     });
 }
