@@ -593,7 +593,9 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
     /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
     /// guard.warm_up(10, |_| {}).await?;
     /// let task = guard.seal_periodically(dir.path().join("g.cgsnap"), Duration::from_millis(5));
-    /// tokio::time::sleep(Duration::from_millis(50)).await;
+    /// while task.report().unchanged == 0 {
+    ///     tokio::time::sleep(Duration::from_millis(5)).await;
+    /// }
     /// assert_eq!(task.stop().sealed, 1); // nothing written after the first seal
     /// # Ok(()) }
     /// ```

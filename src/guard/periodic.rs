@@ -118,7 +118,9 @@ enum Worker {
 /// let guard = CacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u8, u8>::new());
 /// guard.warm_up(10, |_| {})?;
 /// let task = guard.seal_periodically(dir.path().join("g.cgsnap"), Duration::from_millis(10));
-/// std::thread::sleep(Duration::from_millis(100));
+/// while task.report().unchanged == 0 {
+///     std::thread::sleep(Duration::from_millis(5)); // a turn that found nothing to do
+/// }
 /// let report = task.stop();
 /// assert_eq!(report.sealed, 1); // nothing was written after the first seal
 /// assert!(report.unchanged >= 1);

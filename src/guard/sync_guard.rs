@@ -266,7 +266,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// guard.warm_up(100, |_| {})?;
     /// guard.put(&1, &1)?;
     /// let task = guard.seal_periodically(&path, Duration::from_millis(5));
-    /// std::thread::sleep(Duration::from_millis(50));
+    /// while task.report().sealed == 0 {
+    ///     std::thread::sleep(Duration::from_millis(5));
+    /// }
     /// drop(task); // the process crashes here, say
     /// drop(guard);
     ///

@@ -124,13 +124,15 @@ fn reseal_header(bytes: &mut [u8]) {
     bytes[88..96].copy_from_slice(&checksum.to_le_bytes());
 }
 
-/// Rewrites the trailer's checksum after a test changed the body.
+/// Rewrites the body's checkpoint and the trailer's checksum (both seeded with the header's
+/// checksum) after a test changed the body.
 fn reseal_body(bytes: &mut [u8], buckets: usize) {
+    let seed = u64::from_le_bytes(bytes[88..96].try_into().unwrap());
     let at = extras_offset(buckets) + 8;
-    let checkpoint = xxh64(&bytes[HEADER_LEN..at], 0);
+    let checkpoint = xxh64(&bytes[HEADER_LEN..at], seed);
     bytes[at..at + 8].copy_from_slice(&checkpoint.to_le_bytes());
     let end = bytes.len() - 8;
-    let checksum = xxh64(&bytes[HEADER_LEN..end], 0);
+    let checksum = xxh64(&bytes[HEADER_LEN..end], seed);
     bytes[end..].copy_from_slice(&checksum.to_le_bytes());
 }
 
