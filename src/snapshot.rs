@@ -87,7 +87,9 @@
 //!
 //! - the table's bucket words, in bucket order: 4 bytes each for 8-bit fingerprints, 8 bytes
 //!   each for 16-bit ones. A word holds the bucket's four slots, slot `j` in bits
-//!   `j * bits` to `(j + 1) * bits - 1`; 0 is an empty slot.
+//!   `j * bits` to `(j + 1) * bits - 1`; 0 is an empty slot. (Plain words: the paper's
+//!   semi-sorting would save one bit per slot but decodes slower than a whole load runs;
+//!   `benches/semi_sort.rs` measures it.)
 //! - the number of extras, 8 bytes, at most 4 per bucket of the table;
 //! - a checkpoint, 8 bytes: XXH64, seeded with the header's checksum, of every byte from the
 //!   end of the header to the end of the number of extras, so that damage to the words or the
