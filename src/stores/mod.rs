@@ -19,7 +19,7 @@ mod sqlite;
 #[cfg(feature = "postgres")]
 pub use self::postgres::{PostgresStore, PostgresStoreBuilder, PostgresStoreError};
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisStore, RedisStoreError};
+pub use self::redis::{RedisStore, RedisStoreBuilder, RedisStoreError};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::{SqliteStore, SqliteStoreBuilder, SqliteStoreError};
 
