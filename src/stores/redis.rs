@@ -16,19 +16,7 @@
 //! the seal `{ns}:seal` beside them, so no spelling of a namespace (nor a database index)
 //! can write the rows and miss the seal.
 //!
-//! # What Redis must be configured with
-//!
-//! A row whose index entry is gone is missed by every scan, so a guard's warm-up and rebuilds
-//! leave it out of the filter and it reads absent until its next write. The store's keys
-//! must therefore never be evicted: the server's `maxmemory-policy` must be `noeviction`
-//! (the default) or a `volatile-*` policy (which only evicts keys with a time to live; the
-//! store sets none, and none may be set on its keys). [`RedisStore::connect`] reads the policy
-//! (`CONFIG GET maxmemory-policy`) and refuses any other one, such as `allkeys-lru`, with
-//! [`RedisStoreError::EvictionPolicy`] unless [`RedisStoreBuilder::allow_eviction`] opts in.
-//! A server that does not answer `CONFIG GET` (the command renamed or disabled, as on some
-//! hosted services) cannot be checked: the store connects, and
-//! [`RedisStore::eviction_policy`] returns `None` so the application can warn. The policy
-//! is read once, at connect.
+//! What the server must be configured with: [`RedisStore`'s docs](RedisStore#what-redis-must-be-configured-with).
 
 use std::fmt;
 use std::hash::Hash;
@@ -140,6 +128,20 @@ fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
 /// Keys and values are any types the `redis` crate converts to and from one argument
 /// (`String`, integers, `Vec<u8>`, ...).
 ///
+/// # What Redis must be configured with
+///
+/// A row whose index entry is gone is missed by every scan, so a guard's warm-up and rebuilds
+/// leave it out of the filter and it reads absent until its next write. The store's keys
+/// must therefore never be evicted: the server's `maxmemory-policy` must be `noeviction`
+/// (the default) or a `volatile-*` policy (which only evicts keys with a time to live; the
+/// store sets none, and none may be set on its keys). [`RedisStore::connect`] reads the policy
+/// (`CONFIG GET maxmemory-policy`) and refuses any other one, such as `allkeys-lru`, with
+/// [`RedisStoreError::EvictionPolicy`] unless [`RedisStoreBuilder::allow_eviction`] opts in.
+/// A server that does not answer `CONFIG GET` (the command renamed or disabled, as on some
+/// hosted services) cannot be checked: the store connects, and
+/// [`RedisStore::eviction_policy`] returns `None` so the application can warn. The policy
+/// is read once, at connect.
+///
 /// # Connections and faults
 ///
 /// The store talks to the server over a [`ConnectionManager`]: one multiplexed connection,
@@ -203,7 +205,7 @@ impl<K, V> RedisStoreBuilder<K, V> {
     /// `allkeys-*` policy); default `false`, which refuses such a server with
     /// [`RedisStoreError::EvictionPolicy`]. Opting in accepts that an evicted row is lost
     /// and an evicted index entry hides its row from warm-ups and rebuilds until the row's
-    /// next write through the store (see the [module docs](self)).
+    /// next write through the store (see [`RedisStore`](RedisStore#what-redis-must-be-configured-with)).
     ///
     /// # Examples
     ///
@@ -222,8 +224,8 @@ impl<K, V> RedisStoreBuilder<K, V> {
         self
     }
 
-    /// Connects to the server and checks its `maxmemory-policy` (see the
-    /// [module docs](self)).
+    /// Connects to the server and checks its `maxmemory-policy` (see
+    /// [`RedisStore`](RedisStore#what-redis-must-be-configured-with)).
     ///
     /// # Errors
     ///
@@ -325,8 +327,8 @@ impl<K, V> RedisStore<K, V> {
 
     /// Connects to the server at `url` (`redis://host:port/db`) and uses the keys
     /// `{namespace}:rows` and `{namespace}:keys`: [`RedisStore::builder`] with its defaults,
-    /// so a server whose `maxmemory-policy` may evict the store's keys is refused (see the
-    /// [module docs](self)).
+    /// so a server whose `maxmemory-policy` may evict the store's keys is refused (see
+    /// [below](RedisStore#what-redis-must-be-configured-with)).
     ///
     /// # Errors
     ///
