@@ -28,8 +28,8 @@ pub enum PostgresStoreError {
         /// The driver's error.
         source: tokio_postgres::Error,
     },
-    /// The configured table does not exist in the current schema (and creating it was not
-    /// asked for).
+    /// No table of the configured name is found through the connection's `search_path` (and
+    /// creating it was not asked for).
     MissingTable {
         /// The table name.
         table: String,
