@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use common::Make;
-use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, GuardError};
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, GuardError, Written};
 use cuckoo_guard::stores::{RedisStore, RedisStoreError};
 use cuckoo_guard::CuckooFilter;
 
@@ -165,5 +165,189 @@ fn the_guard_stays_exact_under_concurrent_tasks() {
             "filter length differs from the row count"
         );
         cleanup(&url, guard.store()).await;
+    });
+}
+
+/// A row whose index entry was lost (removed by hand here, as an eviction or a partial
+/// restore would) is indexed again by its next write, so a warm-up and a rebuild find it;
+/// a delete removes an index entry that outlived its row.
+#[test]
+fn a_lost_index_entry_is_repaired_by_the_next_write() {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, &common::unique_name("cg_index"))
+            .await
+            .unwrap();
+        let (lost, kept) = ("lost".to_string(), "kept".to_string());
+        store.put(&lost, &"v1".to_string()).await.unwrap();
+        store.put(&kept, &"v1".to_string()).await.unwrap();
+        let mut conn = connection(&url).await;
+        let removed: i64 = redis::cmd("ZREM")
+            .arg(store.index_key())
+            .arg(&lost)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(removed, 1);
+
+        assert_eq!(
+            store.put(&lost, &"v2".to_string()).await.unwrap(),
+            Written::Updated
+        );
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), store);
+        guard.warm_up(100, |_| {}).await.unwrap();
+        assert!(guard.may_contain(&lost), "the warm-up loaded the row");
+        assert_eq!(guard.get(&lost).await.unwrap().as_deref(), Some("v2"));
+        let rebuilt = guard.rebuild().await.unwrap();
+        assert!(
+            guard.may_contain(&lost),
+            "the rebuild kept the row: {rebuilt:?}"
+        );
+
+        // An index entry without its row goes with the next delete of the key.
+        let store = guard.store();
+        let _: i64 = redis::cmd("HDEL")
+            .arg(store.rows_key())
+            .arg(&kept)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(!store.delete(&kept).await.unwrap());
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(store.index_key())
+            .arg(&kept)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(score, None, "the stale index entry is gone");
+        cleanup(&url, store).await;
+    });
+}
+
+/// A `redis-server` of the test's own on a free port, without persistence, killed on drop.
+struct OwnRedis {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl OwnRedis {
+    /// Starts one with the extra `args`, or `None` (after a notice) if `redis-server` is not
+    /// installed.
+    fn start(args: &[&str]) -> Option<OwnRedis> {
+        use std::process::{Command, Stdio};
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var_os("CG_REQUIRE_SERVERS").is_none(),
+                "redis-server is not installed"
+            );
+            eprintln!("SKIPPED: redis-server is not installed");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Some(OwnRedis { port, child })
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server that may evict the store's keys is refused unless the builder opts in; the
+/// policies that never evict keys without a time to live are accepted.
+#[test]
+fn a_server_that_may_evict_the_keys_is_refused_unless_allowed() {
+    let Some(server) = OwnRedis::start(&["--maxmemory-policy", "allkeys-lru"]) else {
+        return;
+    };
+    let url = server.url();
+    common::runtime().block_on(async {
+        let error = RedisStore::<String, String>::connect(&url, "cg_policy")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, RedisStoreError::EvictionPolicy { policy } if policy == "allkeys-lru"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("noeviction"), "{error}");
+
+        let store = RedisStore::<String, String>::builder(&url, "cg_policy")
+            .allow_eviction(true)
+            .connect()
+            .await
+            .unwrap();
+        assert_eq!(store.eviction_policy(), Some("allkeys-lru"));
+        store.put(&"k".into(), &"v".into()).await.unwrap();
+
+        let mut conn = connection(&url).await;
+        for (policy, accepted) in [
+            ("allkeys-lfu", false),
+            ("allkeys-random", false),
+            ("volatile-lru", true),
+            ("volatile-ttl", true),
+            ("noeviction", true),
+        ] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory-policy")
+                .arg(policy)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let store = RedisStore::<String, String>::connect(&url, "cg_policy").await;
+            assert_eq!(store.is_ok(), accepted, "{policy}: {store:?}");
+            if let Ok(store) = store {
+                assert_eq!(store.eviction_policy(), Some(policy));
+            }
+        }
+    });
+}
+
+/// A server without `CONFIG` cannot be checked: the store connects and says so.
+#[test]
+fn a_server_without_config_is_accepted_unchecked() {
+    let Some(server) = OwnRedis::start(&["--rename-command", "CONFIG", ""]) else {
+        return;
+    };
+    let url = server.url();
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, "cg_policy")
+            .await
+            .unwrap();
+        assert_eq!(store.eviction_policy(), None);
+        store.put(&"k".into(), &"v".into()).await.unwrap();
+        assert_eq!(store.get(&"k".into()).await.unwrap().as_deref(), Some("v"));
     });
 }

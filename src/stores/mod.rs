@@ -8,6 +8,15 @@
 //!
 //! The SQL adapters work on any table with a unique key column and a value column, whose
 //! names are configurable; they can create the table if it is missing.
+//!
+//! Each adapter keeps a guard's seal ([`Store::SEALS`](crate::guard::Store::SEALS)) beside
+//! its rows, keyed by the table as the database resolves it, so every store that reaches the
+//! rows reaches the one seal and its writes clear it: SQLite by the table's name as created
+//! (table names ignore ASCII case, and writes clear the seal under any case), PostgreSQL by
+//! the table's name in a seals table in the table's own schema (both named by schema,
+//! whatever a session's `search_path`), Redis by the namespace, exactly as the rows are.
+//! Redis must not evict the store's keys: see
+//! [`RedisStore`](RedisStore#what-redis-must-be-configured-with).
 
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -19,7 +28,7 @@ mod sqlite;
 #[cfg(feature = "postgres")]
 pub use self::postgres::{PostgresStore, PostgresStoreBuilder, PostgresStoreError};
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisStore, RedisStoreError};
+pub use self::redis::{RedisStore, RedisStoreBuilder, RedisStoreError};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::{SqliteStore, SqliteStoreBuilder, SqliteStoreError};
 

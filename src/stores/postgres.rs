@@ -28,8 +28,8 @@ pub enum PostgresStoreError {
         /// The driver's error.
         source: tokio_postgres::Error,
     },
-    /// The configured table does not exist in the current schema (and creating it was not
-    /// asked for).
+    /// No table of the configured name is found through the connection's `search_path` (and
+    /// creating it was not asked for).
     MissingTable {
         /// The table name.
         table: String,
@@ -135,30 +135,63 @@ fn query(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> Postg
     move |source| PostgresStoreError::Query { operation, source }
 }
 
-/// One connection and its prepared statements.
-/// The store's statements, prepared on each pooled connection when first used.
-#[derive(Debug)]
+/// The store's statements, prepared on each pooled connection when first used. They name
+/// the data table and the seals table by schema, so they reach the same tables whatever a
+/// session's `search_path`.
+#[derive(Debug, Default)]
 struct Sql {
     get: String,
     put: String,
     delete: String,
     scan_first: String,
     scan_after: String,
+    read_seal: String,
+    write_seal: String,
 }
 
 /// The table of seals (one row per store table, named by it), created by `connect` if
-/// missing.
-const SEALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS cuckoo_guard_seals \
+/// missing in the data table's schema; `{seals}` stands for its schema-qualified name.
+const SEALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {seals} \
      (store TEXT PRIMARY KEY, seal BIGINT NOT NULL)";
-const READ_SEAL: &str = "SELECT seal FROM cuckoo_guard_seals WHERE store = $1";
-const WRITE_SEAL: &str = "INSERT INTO cuckoo_guard_seals (store, seal) VALUES ($1, $2) \
+const READ_SEAL: &str = "SELECT seal FROM {seals} WHERE store = $1";
+const WRITE_SEAL: &str = "INSERT INTO {seals} (store, seal) VALUES ($1, $2) \
      ON CONFLICT (store) DO UPDATE SET seal = EXCLUDED.seal";
+
+/// The seals table's name, unqualified.
+const SEALS: &str = "cuckoo_guard_seals";
 
 /// The head of a write that clears the store's seal in the same statement, the table's name
 /// being parameter `$n`: a data-modifying `WITH` runs whether or not the statement reads it,
 /// and commits or rolls back with the write.
-fn clear_seal(n: u8) -> String {
-    format!("WITH unseal AS (DELETE FROM cuckoo_guard_seals WHERE store = ${n}::text) ")
+fn clear_seal(seals: &str, n: u8) -> String {
+    format!("WITH unseal AS (DELETE FROM {seals} WHERE store = ${n}::text) ")
+}
+
+/// A table, as resolved at connect: its schema and its name, as the catalog holds them.
+#[derive(Debug, Clone)]
+struct Resolved {
+    schema: String,
+    name: String,
+}
+
+impl Resolved {
+    /// `"schema"."name"`.
+    fn qualified(&self) -> String {
+        format!(
+            "{}.{}",
+            quote_identifier(&self.schema),
+            quote_identifier(&self.name)
+        )
+    }
+
+    /// The seals table beside this one, `"schema"."cuckoo_guard_seals"`.
+    fn seals(&self) -> String {
+        format!(
+            "{}.{}",
+            quote_identifier(&self.schema),
+            quote_identifier(SEALS)
+        )
+    }
 }
 
 /// The wait between connection attempts while the server cannot be reached.
@@ -254,7 +287,10 @@ where
     K: ToSql + FromSqlOwned + ColumnType + Sync,
     V: ToSql + FromSqlOwned + ColumnType + Sync,
 {
-    /// The table (default `rows`), in the connection's current schema.
+    /// The table (default `rows`): one identifier, matched exactly (quoted), found through
+    /// the connection's `search_path` once at connect; the store then names it by its
+    /// schema. A missing table is created in the current schema (the first existing one on
+    /// the `search_path`).
     pub fn table(mut self, name: impl Into<String>) -> Self {
         self.table = name.into();
         self
@@ -286,12 +322,38 @@ where
         self
     }
 
-    async fn check_schema(&self, client: &Client) -> Result<(), PostgresStoreError> {
+    /// The table the configured name reaches through the `search_path`, with its schema.
+    async fn resolve(&self, client: &Client) -> Result<Resolved, PostgresStoreError> {
+        let row = client
+            .query_opt(
+                "SELECT n.nspname::text, c.relname::text FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE c.oid = to_regclass(format('%I', $1::text))",
+                &[&self.table],
+            )
+            .await
+            .map_err(query("schema check"))?;
+        match row {
+            Some(row) => Ok(Resolved {
+                schema: row.get(0),
+                name: row.get(1),
+            }),
+            None => Err(PostgresStoreError::MissingTable {
+                table: self.table.clone(),
+            }),
+        }
+    }
+
+    async fn check_schema(
+        &self,
+        client: &Client,
+        table: &Resolved,
+    ) -> Result<(), PostgresStoreError> {
         let columns: Vec<String> = client
             .query(
                 "SELECT column_name::text FROM information_schema.columns \
-                 WHERE table_schema = current_schema() AND table_name = $1",
-                &[&self.table],
+                 WHERE table_schema = $1 AND table_name = $2",
+                &[&table.schema, &table.name],
             )
             .await
             .map_err(query("schema check"))?
@@ -319,11 +381,11 @@ where
                 "SELECT EXISTS (
                      SELECT 1 FROM pg_index i
                      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-                     WHERE i.indrelid = to_regclass(format('%I', $1::text))
+                     WHERE i.indrelid = to_regclass(format('%I.%I', $1::text, $2::text))
                        AND i.indisunique AND i.indnkeyatts = 1
                        AND i.indpred IS NULL AND i.indexprs IS NULL
-                       AND a.attname = $2::text)",
-                &[&self.table, &self.key_column],
+                       AND a.attname = $3::text)",
+                &[&table.schema, &table.name, &self.key_column],
             )
             .await
             .map_err(query("schema check"))?
@@ -337,23 +399,26 @@ where
         Ok(())
     }
 
-    fn sql(&self) -> Sql {
+    fn sql(&self, table: &Resolved) -> Sql {
         let (t, k, v) = (
-            quote_identifier(&self.table),
+            table.qualified(),
             quote_identifier(&self.key_column),
             quote_identifier(&self.value_column),
         );
+        let seals = table.seals();
         Sql {
             put: format!(
                 "{}INSERT INTO {t} ({k}, {v}) VALUES ($1, $2) \
                  ON CONFLICT ({k}) DO UPDATE SET {v} = EXCLUDED.{v} \
                  RETURNING (xmax = 0) AS created",
-                clear_seal(3)
+                clear_seal(&seals, 3)
             ),
             get: format!("SELECT {v} FROM {t} WHERE {k} = $1"),
-            delete: format!("{}DELETE FROM {t} WHERE {k} = $1", clear_seal(2)),
+            delete: format!("{}DELETE FROM {t} WHERE {k} = $1", clear_seal(&seals, 2)),
             scan_first: format!("SELECT {k} FROM {t} ORDER BY {k} LIMIT $1"),
             scan_after: format!("SELECT {k} FROM {t} WHERE {k} > $1 ORDER BY {k} LIMIT $2"),
+            read_seal: READ_SEAL.replace("{seals}", &seals),
+            write_seal: WRITE_SEAL.replace("{seals}", &seals),
         }
     }
 
@@ -364,6 +429,19 @@ where
     ///
     /// [`PostgresStoreError::Connect`] if the URL is invalid or the server cannot be reached;
     /// `MissingTable`, `MissingColumn` or `KeyNotUnique` if the table does not fit.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::stores::PostgresStore;
+    ///
+    /// # async fn connect() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = PostgresStore::<i64, String>::builder("postgres://postgres@127.0.0.1/test")
+    ///     .create_table_if_missing(true)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(self) -> Result<PostgresStore<K, V>, PostgresStoreError> {
         let mut config: tokio_postgres::Config = self
             .url
@@ -385,9 +463,10 @@ where
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|_| PostgresStoreError::ConnectTimeout)?;
-        let store = PostgresStore {
+        let mut store = PostgresStore {
             pool,
-            sql: self.sql(),
+            // Set once the table is resolved below.
+            sql: Sql::default(),
             backoff: Backoff::default(),
             table: self.table.clone(),
             connections: self.connections,
@@ -407,8 +486,11 @@ where
                 .await
                 .map_err(query("create table"))?;
         }
-        self.check_schema(&first).await?;
-        create_seals_table(&first).await?;
+        let table = self.resolve(&first).await?;
+        self.check_schema(&first, &table).await?;
+        create_seals_table(&first, &table).await?;
+        store.sql = self.sql(&table);
+        store.table = table.name;
         for sql in [&store.sql.get, &store.sql.put, &store.sql.delete] {
             first.prepare_cached(sql).await.map_err(query("prepare"))?;
         }
@@ -419,20 +501,27 @@ where
 
 /// Creates the seals table if it is missing. Two stores connecting at once may both try;
 /// the one whose `CREATE` fails finds the table there.
-async fn create_seals_table(client: &Client) -> Result<(), PostgresStoreError> {
-    if seals_table_exists(client).await? {
+async fn create_seals_table(client: &Client, table: &Resolved) -> Result<(), PostgresStoreError> {
+    if seals_table_exists(client, table).await? {
         return Ok(());
     }
-    match client.batch_execute(SEALS_TABLE).await {
+    match client
+        .batch_execute(&SEALS_TABLE.replace("{seals}", &table.seals()))
+        .await
+    {
         Ok(()) => Ok(()),
-        Err(_) if seals_table_exists(client).await? => Ok(()),
+        Err(_) if seals_table_exists(client, table).await? => Ok(()),
         Err(source) => Err(query("create the seals table")(source)),
     }
 }
 
-async fn seals_table_exists(client: &Client) -> Result<bool, PostgresStoreError> {
+/// Whether the seals table exists in `table`'s schema.
+async fn seals_table_exists(client: &Client, table: &Resolved) -> Result<bool, PostgresStoreError> {
     client
-        .query_one("SELECT to_regclass('cuckoo_guard_seals') IS NOT NULL", &[])
+        .query_one(
+            "SELECT to_regclass(format('%I.%I', $1::text, $2::text)) IS NOT NULL",
+            &[&table.schema, &SEALS],
+        )
         .await
         .map(|row| row.get::<_, bool>(0))
         .map_err(query("create the seals table"))
@@ -447,11 +536,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// reports exactly whether the row was created. Scans page through the key column in order.
 /// Calls take connections from a pool, which replaces the ones the server closed.
 ///
-/// The store keeps a guard's seal ([`AsyncStore::SEALS`]) in a table `cuckoo_guard_seals` of
-/// the current schema (one row per store table, `store` = the table's name), which `connect`
-/// creates if missing; `put` and `delete` each clear the table's row in the same statement
-/// as their write (a data-modifying `WITH`). A program that writes the table around the
-/// guard must delete that row too (`DELETE FROM cuckoo_guard_seals WHERE store = 'users'`),
+/// The store keeps a guard's seal ([`AsyncStore::SEALS`]) in a table `cuckoo_guard_seals` in
+/// the data table's schema (one row per store table, `store` = the table's name as the
+/// catalog holds it), which `connect` creates if missing. `connect` finds the table through
+/// the session's `search_path` once, and every statement then names both tables by their
+/// schema, so stores that reach one table through different `search_path` settings share
+/// one seal. `put` and `delete` each clear the table's row in the same statement as their
+/// write (a data-modifying `WITH`). A program that writes the table around the guard must
+/// delete that row too
+/// (`DELETE FROM app.cuckoo_guard_seals WHERE store = 'users'` for a table `app.users`),
 /// or a guard restarted from a sealed snapshot would not know about its rows.
 ///
 /// # Connections and faults
@@ -691,7 +784,7 @@ where
 
     async fn read_seal(&self) -> Result<Option<u64>, PostgresStoreError> {
         let row = self
-            .read("read the seal", READ_SEAL, |client, statement| async move {
+            .read("read the seal", &self.sql.read_seal, |client, statement| async move {
                 client.query_opt(&statement, &[&self.table]).await
             })
             .await?;
@@ -701,7 +794,7 @@ where
     }
 
     async fn write_seal(&self, id: u64) -> Result<(), PostgresStoreError> {
-        let (client, statement) = self.prepared(WRITE_SEAL).await?;
+        let (client, statement) = self.prepared(&self.sql.write_seal).await?;
         client
             .execute(&statement, &[&self.table, &(id as i64)])
             .await

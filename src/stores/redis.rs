@@ -5,9 +5,18 @@
 //! the keys in order and returns each exactly once (`SCAN`/`HSCAN` may repeat keys). Both
 //! names carry the hash tag `{ns}`, so they live in one cluster slot; [`RedisStore::rows_key`]
 //! and [`RedisStore::index_key`] return them. Writes are Lua scripts, atomic on the server: a
-//! put is `HSET` (whose reply says whether the field was new) plus `ZADD` when it was; a
+//! put is `ZADD` (a no-op for an indexed key, so a key whose index entry was lost is indexed
+//! again by its next write) plus `HSET` (whose reply says whether the field was new); a
 //! delete is `HDEL` plus `ZREM`. Both delete the string `{ns}:seal`, the seal a guard writes
 //! beside a snapshot of its filter ([`RedisStore::seal_key`]).
+//!
+//! The seal is keyed by the namespace exactly as given, like the rows: Redis keys are
+//! byte strings compared exactly, and the three keys live in the database the URL selects,
+//! all reached over the one connection. Any store that reaches the rows `{ns}:rows` reaches
+//! the seal `{ns}:seal` beside them, so no spelling of a namespace (nor a database index)
+//! can write the rows and miss the seal.
+//!
+//! What the server must be configured with: [`RedisStore`'s docs](RedisStore#what-redis-must-be-configured-with).
 
 use std::fmt;
 use std::hash::Hash;
@@ -34,15 +43,17 @@ const CLEAR_SEAL: &str = r"
 redis.call('DEL', KEYS[3])
 ";
 
+/// Indexes the key on every put, before writing the row: a failure in between leaves an
+/// index entry without a row (a false positive), never a row without one.
 const PUT: &str = r"
-local created = redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if created == 1 then redis.call('ZADD', KEYS[2], 0, ARGV[1]) end
-return created
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 ";
 
+/// Removes the index entry on every delete, so none outlives its row.
 const DELETE: &str = r"
 local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
-if deleted == 1 then redis.call('ZREM', KEYS[2], ARGV[1]) end
+redis.call('ZREM', KEYS[2], ARGV[1])
 return deleted
 ";
 
@@ -65,6 +76,13 @@ pub enum RedisStoreError {
         /// The driver's error.
         source: redis::RedisError,
     },
+    /// The server's `maxmemory-policy` may evict the store's keys (an `allkeys-*` policy),
+    /// and [`RedisStoreBuilder::allow_eviction`] did not opt in: an evicted index entry would
+    /// hide its row from the guard's warm-up and rebuilds.
+    EvictionPolicy {
+        /// The server's policy.
+        policy: String,
+    },
 }
 
 impl fmt::Display for RedisStoreError {
@@ -74,6 +92,12 @@ impl fmt::Display for RedisStoreError {
             RedisStoreError::Command { operation, source } => {
                 write!(f, "Redis {operation} failed: {source}")
             }
+            RedisStoreError::EvictionPolicy { policy } => write!(
+                f,
+                "the Redis server's maxmemory-policy {policy:?} may evict the store's keys, \
+                 which would hide rows from the guard; configure `noeviction` (or opt in \
+                 with `allow_eviction(true)`)"
+            ),
         }
     }
 }
@@ -84,6 +108,7 @@ impl std::error::Error for RedisStoreError {
             RedisStoreError::Connect { source } | RedisStoreError::Command { source, .. } => {
                 Some(source)
             }
+            RedisStoreError::EvictionPolicy { .. } => None,
         }
     }
 }
@@ -102,6 +127,20 @@ fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
 ///
 /// Keys and values are any types the `redis` crate converts to and from one argument
 /// (`String`, integers, `Vec<u8>`, ...).
+///
+/// # What Redis must be configured with
+///
+/// A row whose index entry is gone is missed by every scan, so a guard's warm-up and rebuilds
+/// leave it out of the filter and it reads absent until its next write. The store's keys
+/// must therefore never be evicted: the server's `maxmemory-policy` must be `noeviction`
+/// (the default) or a `volatile-*` policy (which only evicts keys with a time to live; the
+/// store sets none, and none may be set on its keys). [`RedisStore::connect`] reads the policy
+/// (`CONFIG GET maxmemory-policy`) and refuses any other one, such as `allkeys-lru`, with
+/// [`RedisStoreError::EvictionPolicy`] unless [`RedisStoreBuilder::allow_eviction`] opts in.
+/// A server that does not answer `CONFIG GET` (the command renamed or disabled, as on some
+/// hosted services) cannot be checked: the store connects, and
+/// [`RedisStore::eviction_policy`] returns `None` so the application can warn. The policy
+/// is read once, at connect.
 ///
 /// # Connections and faults
 ///
@@ -130,6 +169,7 @@ fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
 /// ```
 pub struct RedisStore<K = String, V = String> {
     connection: ConnectionManager,
+    eviction_policy: Option<String>,
     rows: String,
     keys: String,
     seal: String,
@@ -138,13 +178,162 @@ pub struct RedisStore<K = String, V = String> {
     _types: PhantomData<fn() -> (K, V)>,
 }
 
-impl<K, V> RedisStore<K, V> {
-    /// Connects to the server at `url` (`redis://host:port/db`) and uses the keys
-    /// `{namespace}:rows` and `{namespace}:keys`.
+/// Configures and connects a [`RedisStore`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use cuckoo_guard::stores::RedisStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::<String, String>::builder("redis://127.0.0.1:6379", "users")
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `.connect()` is called"]
+pub struct RedisStoreBuilder<K, V> {
+    url: String,
+    namespace: String,
+    allow_eviction: bool,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> RedisStoreBuilder<K, V> {
+    /// Connect even if the server's `maxmemory-policy` may evict the store's keys (an
+    /// `allkeys-*` policy); default `false`, which refuses such a server with
+    /// [`RedisStoreError::EvictionPolicy`]. Opting in accepts that an evicted row is lost
+    /// and an evicted index entry hides its row from warm-ups and rebuilds until the row's
+    /// next write through the store (see [`RedisStore`](RedisStore#what-redis-must-be-configured-with)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::stores::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::<String, String>::builder("redis://127.0.0.1:6379", "sessions")
+    ///     .allow_eviction(true)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_eviction(mut self, allow: bool) -> Self {
+        self.allow_eviction = allow;
+        self
+    }
+
+    /// Connects to the server and checks its `maxmemory-policy` (see
+    /// [`RedisStore`](RedisStore#what-redis-must-be-configured-with)).
     ///
     /// # Errors
     ///
-    /// [`RedisStoreError::Connect`] if the URL is invalid or the server cannot be reached.
+    /// [`RedisStoreError::Connect`] if the URL is invalid or the server cannot be reached;
+    /// [`RedisStoreError::EvictionPolicy`] if the server may evict the store's keys and
+    /// [`allow_eviction`](Self::allow_eviction) did not opt in.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::stores::{RedisStore, RedisStoreError};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// match RedisStore::<String, String>::builder("redis://127.0.0.1:6379", "users").connect().await {
+    ///     Ok(store) => println!("connected, policy {:?}", store.eviction_policy()),
+    ///     Err(RedisStoreError::EvictionPolicy { policy }) => eprintln!("set noeviction, not {policy}"),
+    ///     Err(other) => return Err(other.into()),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(self) -> Result<RedisStore<K, V>, RedisStoreError> {
+        let connect = |source| RedisStoreError::Connect { source };
+        let client = redis::Client::open(self.url.as_str()).map_err(connect)?;
+        let mut connection = ConnectionManager::new_with_config(client, reconnect_config())
+            .await
+            .map_err(connect)?;
+        let eviction_policy = eviction_policy(&mut connection).await?;
+        if let Some(policy) = &eviction_policy {
+            if !self.allow_eviction && may_evict(policy) {
+                return Err(RedisStoreError::EvictionPolicy {
+                    policy: policy.clone(),
+                });
+            }
+        }
+        let namespace = &self.namespace;
+        Ok(RedisStore {
+            connection,
+            eviction_policy,
+            rows: format!("{{{namespace}}}:rows"),
+            keys: format!("{{{namespace}}}:keys"),
+            seal: format!("{{{namespace}}}:seal"),
+            put: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{PUT}")),
+            delete: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{DELETE}")),
+            _types: PhantomData,
+        })
+    }
+}
+
+/// The server's `maxmemory-policy`, or `None` if it does not answer `CONFIG GET` (the command
+/// renamed, disabled or not permitted).
+async fn eviction_policy(
+    connection: &mut ConnectionManager,
+) -> Result<Option<String>, RedisStoreError> {
+    let reply: redis::RedisResult<std::collections::HashMap<String, String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(connection)
+        .await;
+    match reply {
+        Ok(mut config) => Ok(config.remove("maxmemory-policy")),
+        Err(source) if connection_failed(&source) => Err(RedisStoreError::Connect { source }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Whether `policy` may evict keys without a time to live: anything but `noeviction` and
+/// the `volatile-*` policies (an unknown policy counts as evicting).
+fn may_evict(policy: &str) -> bool {
+    !(policy.eq_ignore_ascii_case("noeviction")
+        || policy.to_ascii_lowercase().starts_with("volatile-"))
+}
+
+impl<K, V> RedisStore<K, V> {
+    /// A builder for a store at `url` (`redis://host:port/db`) using the keys
+    /// `{namespace}:rows`, `{namespace}:keys` and `{namespace}:seal`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::stores::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::<String, String>::builder("redis://127.0.0.1:6379", "users")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(
+        url: impl Into<String>,
+        namespace: impl Into<String>,
+    ) -> RedisStoreBuilder<K, V> {
+        RedisStoreBuilder {
+            url: url.into(),
+            namespace: namespace.into(),
+            allow_eviction: false,
+            _types: PhantomData,
+        }
+    }
+
+    /// Connects to the server at `url` (`redis://host:port/db`) and uses the keys
+    /// `{namespace}:rows` and `{namespace}:keys`: [`RedisStore::builder`] with its defaults,
+    /// so a server whose `maxmemory-policy` may evict the store's keys is refused (see
+    /// [below](RedisStore#what-redis-must-be-configured-with)).
+    ///
+    /// # Errors
+    ///
+    /// [`RedisStoreError::Connect`] if the URL is invalid or the server cannot be reached;
+    /// [`RedisStoreError::EvictionPolicy`] if the server may evict the store's keys.
     ///
     /// # Examples
     ///
@@ -156,20 +345,25 @@ impl<K, V> RedisStore<K, V> {
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, RedisStoreError> {
-        let connect = |source| RedisStoreError::Connect { source };
-        let client = redis::Client::open(url).map_err(connect)?;
-        let connection = ConnectionManager::new_with_config(client, reconnect_config())
-            .await
-            .map_err(connect)?;
-        Ok(RedisStore {
-            connection,
-            rows: format!("{{{namespace}}}:rows"),
-            keys: format!("{{{namespace}}}:keys"),
-            seal: format!("{{{namespace}}}:seal"),
-            put: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{PUT}")),
-            delete: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{DELETE}")),
-            _types: PhantomData,
-        })
+        Self::builder(url, namespace).connect().await
+    }
+
+    /// The server's `maxmemory-policy` as read at connect, or `None` if the server did not
+    /// answer `CONFIG GET` (renamed, disabled or not permitted), so the store could not check
+    /// that its keys are never evicted; an application may warn then.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = cuckoo_guard::stores::RedisStore::<String, String>::connect("redis://127.0.0.1", "ns").await?;
+    /// if store.eviction_policy().is_none() {
+    ///     eprintln!("warning: cannot check Redis's maxmemory-policy; it must be noeviction");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn eviction_policy(&self) -> Option<&str> {
+        self.eviction_policy.as_deref()
     }
 
     /// The Redis key of the hash holding the rows, `{namespace}:rows` (see the module docs
@@ -357,7 +551,7 @@ where
 
     fn write_outcome_unknown(error: &RedisStoreError) -> bool {
         // Only the scripts' own type check is known to fail before any write; any other
-        // failure (a lost connection, an error between HSET and ZADD) leaves the outcome open.
+        // failure (a lost connection, an error between ZADD and HSET) leaves the outcome open.
         !matches!(
             error,
             RedisStoreError::Command { source, .. } if source.code() == Some(TYPE_CHECK_CODE)
@@ -391,6 +585,7 @@ impl<K, V> fmt::Debug for RedisStore<K, V> {
         f.debug_struct("RedisStore")
             .field("rows", &self.rows)
             .field("keys", &self.keys)
+            .field("eviction_policy", &self.eviction_policy)
             .finish_non_exhaustive()
     }
 }

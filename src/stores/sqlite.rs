@@ -123,7 +123,7 @@ fn statement(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> SqliteS
 /// The SQL of one store, built once from its quoted names.
 #[derive(Debug)]
 struct Queries {
-    /// The seal's key: the table's name.
+    /// The seal's key: the table's name as stored in the schema.
     table: String,
     get: String,
     insert: String,
@@ -134,14 +134,15 @@ struct Queries {
 }
 
 impl Queries {
-    fn new(table: &str, key: &str, value: &str) -> Self {
+    /// The queries on `table` (as configured), whose seal is keyed by `canonical`.
+    fn new(table: &str, canonical: String, key: &str, value: &str) -> Self {
         let (t, k, v) = (
             quote_identifier(table),
             quote_identifier(key),
             quote_identifier(value),
         );
         Queries {
-            table: table.to_owned(),
+            table: canonical,
             get: format!("SELECT {v} FROM {t} WHERE {k} = ?1"),
             // Only a conflict on the key is absorbed; NOT NULL or CHECK failures still fail.
             insert: format!(
@@ -285,6 +286,23 @@ where
         Ok(())
     }
 
+    /// The table's name as stored in the schema (as created): SQLite matches table names
+    /// without regard to ASCII case, so `users` and `USERS` name one table, and the seal is
+    /// keyed by this one spelling.
+    fn canonical_table(&self, conn: &Connection) -> Result<String, SqliteStoreError> {
+        conn.query_row(
+            "SELECT name FROM sqlite_schema \
+             WHERE type IN ('table', 'view') AND name = ?1 COLLATE NOCASE",
+            [&self.table],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(statement("schema check"))?
+        .ok_or_else(|| SqliteStoreError::MissingTable {
+            table: self.table.clone(),
+        })
+    }
+
     /// Opens the database (creating the file if needed), checks or creates the table, and
     /// fills the connection pool.
     ///
@@ -310,13 +328,14 @@ where
             .execute_batch(SEALS_TABLE)
             .map_err(statement("create the seals table"))?;
         self.check_schema(&first)?;
+        let canonical = self.canonical_table(&first)?;
         let mut pool = vec![Mutex::new(first)];
         for _ in 1..self.connections {
             pool.push(Mutex::new(self.connect()?));
         }
         Ok(SqliteStore {
             pool,
-            queries: Queries::new(&self.table, &self.key_column, &self.value_column),
+            queries: Queries::new(&self.table, canonical, &self.key_column, &self.value_column),
             path: self.path,
             _types: PhantomData,
         })
@@ -336,11 +355,15 @@ where
 /// front of the store.
 ///
 /// The store keeps a guard's seal ([`Store::SEALS`]) in a table `cuckoo_guard_seals` (one row
-/// per store table, `store` = the table's name), which `open` creates if missing; every `put`
-/// and `delete` clears the table's row in its own transaction. A program that writes the
-/// table around the guard must delete that row too
-/// (`DELETE FROM cuckoo_guard_seals WHERE store = 'users'`), or a guard restarted from a
-/// sealed snapshot would not know about its rows.
+/// per store table), which `open` creates if missing. The row is keyed (`store`) by the
+/// table's name as stored in `sqlite_schema`, the spelling it was created with: SQLite
+/// matches table names without regard to ASCII case, so stores opened with `table("users")`
+/// and `table("USERS")` share one seal. Every `put` and `delete` clears, in its own
+/// transaction, every row whose `store` equals the table's name ignoring ASCII case, so no
+/// spelling's row survives a write. A program that writes the table around the guard must
+/// delete that row too
+/// (`DELETE FROM cuckoo_guard_seals WHERE store = 'users' COLLATE NOCASE`), or a guard
+/// restarted from a sealed snapshot would not know about its rows.
 ///
 /// # Examples
 ///
@@ -562,8 +585,9 @@ where
 const SEALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS cuckoo_guard_seals \
      (store TEXT PRIMARY KEY NOT NULL, seal INTEGER NOT NULL)";
 
-/// Clears a table's seal: the first statement of every write's transaction.
-const CLEAR_SEAL: &str = "DELETE FROM cuckoo_guard_seals WHERE store = ?1";
+/// Clears a table's seal: the first statement of every write's transaction. It ignores ASCII
+/// case as SQLite's table names do, so a row keyed by any spelling of the table goes.
+const CLEAR_SEAL: &str = "DELETE FROM cuckoo_guard_seals WHERE store = ?1 COLLATE NOCASE";
 
 impl<K, V> fmt::Debug for SqliteStore<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
