@@ -70,7 +70,7 @@
 //! | 16 | 4 | random-walk kick limit (0 = breadth-first path search) |
 //! | 20 | 4 | reserved, 0 |
 //! | 24 | 8 | buckets of the base table: 1 to 2^32 |
-//! | 32 | 8 | the capacity, in keys, the filter was built for |
+//! | 32 | 8 | the capacity, in keys, the filter was built for: its base table has the buckets the builder sizes for it |
 //! | 40 | 32 | the hasher's four 64-bit keys |
 //! | 72 | 8 | probe: the filter's hash of the `u64` 0x6375636B6F6F2D67 |
 //! | 80 | 8 | tag: an id the writer chose, 0 if none (a guard's seal names it) |
@@ -114,6 +114,7 @@ use ahash::RandomState;
 
 use crate::error::SnapshotError;
 use crate::filter::{CuckooFilter, Displacement, Growth};
+use crate::sizing::buckets_for;
 use crate::table::{Extra, Table, Tables, MAX_PATH_LEN};
 
 mod xxh64;
@@ -269,6 +270,15 @@ impl Header {
             Ok(n) if n >= 1 => n,
             _ => return invalid("capacity"),
         };
+        // Every writer's base table has `buckets_for(built_for)` buckets (the builder sizes it
+        // so, grown tables nest over it, a rebuild builds afresh): a file that claims another
+        // capacity would size the guard's rebuilds by a number its tables do not bear out.
+        if buckets_for(built_for) != Some(base_buckets) {
+            return Err(SnapshotError::CapacityMismatch {
+                built_for: built_for as u64,
+                base_buckets: base,
+            });
+        }
         Ok(Header {
             bits,
             max_path_len,
