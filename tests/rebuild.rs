@@ -96,6 +96,26 @@ fn a_rebuild_keeps_the_smallest_capacity_it_was_given() {
     assert_eq!(guard.stats().filter_capacity, capacity);
 }
 
+#[test]
+fn a_rebuild_of_a_filter_built_for_far_more_keys_allocates_for_the_keys_it_holds() {
+    let guard = manual(
+        20_000_000,
+        MemoryStore::from_rows((0..1_000u64).map(|k| (k, k))),
+    );
+    guard.warm_up(100, |_| {}).unwrap();
+    let before = guard.stats().filter_memory_bytes;
+    let report = guard.rebuild().unwrap();
+    // 1,000 keys at the default headroom of 1.5: at most 8 x 1,500 + 65,536 keys of floor.
+    let bound = CuckooFilter::with_capacity(8 * 1_500 + 65_536);
+    assert!(report.capacity_after <= bound.capacity(), "{report:?}");
+    let after = guard.stats().filter_memory_bytes;
+    assert!(
+        after <= bound.memory_usage() && after * 100 < before,
+        "{before} bytes before, {after} after the rebuild"
+    );
+    assert!((0..1_000u64).all(|k| guard.may_contain(&k)));
+}
+
 /// A store whose scans can be made to fail, and whose puts can be held back: the write lands
 /// only when the test says so, long after the put's future was dropped.
 #[derive(Default)]
