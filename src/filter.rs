@@ -907,7 +907,7 @@ impl Default for Growth {
 /// assert_eq!(filter.fingerprint_bits(), 16);
 /// # Ok::<(), cuckoo_guard::BuildError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `.build()` is called"]
 pub struct Builder<S = RandomState> {
     capacity: Option<usize>,
@@ -918,6 +918,22 @@ pub struct Builder<S = RandomState> {
     growth: Growth,
     hash_builder: S,
     hash_keys: Option<[u64; 4]>,
+}
+
+/// The hasher and its keys are left out: they are what keeps an attacker from choosing keys
+/// that collide (a seed names the keys too).
+impl<S> fmt::Debug for Builder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("capacity", &self.capacity)
+            .field("false_positive_rate", &self.false_positive_rate)
+            .field("fingerprint_bits", &self.fingerprint_bits)
+            .field("max_path_len", &self.max_path_len)
+            .field("displacement", &self.displacement)
+            .field("growth", &self.growth)
+            .field("hasher", &format_args!("<redacted>"))
+            .finish()
+    }
 }
 
 impl Builder<RandomState> {

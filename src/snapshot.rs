@@ -144,8 +144,8 @@ fn probe_of(hasher: &impl BuildHasher) -> u64 {
     hasher.hash_one(PROBE_KEY)
 }
 
-/// The configuration a snapshot's header records.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The configuration a snapshot's header records (its `Debug` leaves out the hash keys).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Header {
     bits: u32,
     max_path_len: usize,
@@ -158,6 +158,24 @@ pub(crate) struct Header {
     built_for: usize,
     probe: u64,
     tag: u64,
+}
+
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Header")
+            .field("bits", &self.bits)
+            .field("max_path_len", &self.max_path_len)
+            .field("step_shift", &self.step_shift)
+            .field("max_steps", &self.max_steps)
+            .field("tables", &self.tables)
+            .field("keys", &self.keys.map(|_| "<redacted>"))
+            .field("kicks", &self.kicks)
+            .field("base_buckets", &self.base_buckets)
+            .field("built_for", &self.built_for)
+            .field("probe", &self.probe)
+            .field("tag", &self.tag)
+            .finish()
+    }
 }
 
 impl Header {

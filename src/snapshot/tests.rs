@@ -118,6 +118,41 @@ fn a_sibling_keeps_the_hash_keys() {
     );
 }
 
+#[test]
+fn debug_output_holds_no_hash_key() {
+    let seeded = CuckooFilter::builder().capacity(100).seed(5);
+    let random = CuckooFilter::builder().capacity(100);
+    for builder in [seeded, random] {
+        let filter = builder.clone().build().unwrap();
+        let keys = filter.hash_keys().unwrap();
+        let header = Header::of(&filter, 1, 0);
+        let texts = [
+            format!("{builder:?}"),
+            format!("{builder:#?}"),
+            format!("{filter:?}"),
+            format!("{header:?}"),
+            format!("{header:#?}"),
+            format!("{:?}", inspect(&snapshot_of(&filter)[..]).unwrap()),
+        ];
+        for text in texts {
+            assert!(
+                text.contains("capacity") || text.contains("built_for"),
+                "{text}"
+            );
+            for key in keys {
+                for shown in [
+                    key.to_string(),
+                    format!("{key:x}"),
+                    format!("{key:X}"),
+                    (key as i64).to_string(),
+                ] {
+                    assert!(!text.contains(&shown), "{text} shows a key");
+                }
+            }
+        }
+    }
+}
+
 /// Rewrites the header's checksum after a test changed a field.
 fn reseal_header(bytes: &mut [u8]) {
     let checksum = xxh64(&bytes[..88], 0);
