@@ -37,7 +37,9 @@
 //! So a snapshot file is as sensitive as the keys: [`CuckooFilter::write_snapshot_file`]
 //! creates it readable and writable by its owner only (mode `0600` on Unix), writes it under
 //! a temporary name and renames it into place (a reader never sees half a file), and syncs
-//! it to disk before the rename. Store and copy it as you would a secret.
+//! it to disk before the rename. Store and copy it as you would a secret. A guard's rebuilds
+//! draw fresh keys (for filters whose hasher the builder made), so a leaked file's keys serve
+//! only until the guard it came from, or one restored from it, next rebuilds.
 //!
 //! # Taking a snapshot while writers run
 //!

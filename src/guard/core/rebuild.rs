@@ -272,8 +272,9 @@ impl<H: BuildHasher> GuardCore<H> {
         self.gate.flip()
     }
 
-    /// [R3] Starts a rebuild under `claim`: builds the next filter, publishes it beside the
-    /// current one and flips the gate (or first waits for an earlier turn's phase).
+    /// [R3] Starts a rebuild under `claim`: builds the next filter (with fresh hash keys where
+    /// the builder made the hasher), publishes it beside the current one and flips the gate
+    /// (or first waits for an earlier turn's phase).
     pub(crate) fn begin_rebuild<'c, E>(
         &'c self,
         claim: RebuildClaim<'c>,
@@ -295,10 +296,11 @@ impl<H: BuildHasher> GuardCore<H> {
             self.rebuilds.policy.headroom_value(),
             self.rebuilds.min_capacity,
         );
-        let filter = current
-            .filter
-            .sibling(capacity)
-            .map_err(GuardError::RebuildFilter)?;
+        let filter = match self.fresh_hasher(&current.filter) {
+            Some((hasher, keys)) => current.filter.sibling_hashed_by(capacity, hasher, keys),
+            None => current.filter.sibling(capacity),
+        }
+        .map_err(GuardError::RebuildFilter)?;
         let (id, undrained) = {
             let mut log = self.rebuilds.lock();
             log.next_id += 1;
@@ -361,8 +363,14 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            for hash in orphans {
-                self.insert(|filter| filter.insert_hash(hash))?;
+            #[cfg(cuckoo_loom)]
+            let orphans = if core.broken.orphans_skipped {
+                Vec::new()
+            } else {
+                orphans
+            };
+            for orphan in &orphans {
+                self.insert(|filter| filter.insert(orphan))?;
             }
         }
         Ok(true)
