@@ -261,6 +261,15 @@ pub enum SnapshotError {
         /// The field, as the format documentation names it.
         field: &'static str,
     },
+    /// The header's capacity does not match its base table: a filter built for `built_for`
+    /// keys has another number of base buckets than the `base_buckets` the header names. No
+    /// writer produces such a file; the capacity would size the guard's rebuilds.
+    CapacityMismatch {
+        /// The capacity, in keys, the header claims the filter was built for.
+        built_for: u64,
+        /// The base table's buckets the header names.
+        base_buckets: u64,
+    },
     /// The body checks out but is inconsistent with itself.
     InvalidBody {
         /// What is wrong.
@@ -305,6 +314,14 @@ impl fmt::Display for SnapshotError {
             SnapshotError::InvalidHeader { field } => {
                 write!(f, "the snapshot's header holds an invalid {field}")
             }
+            SnapshotError::CapacityMismatch {
+                built_for,
+                base_buckets,
+            } => write!(
+                f,
+                "the snapshot's header claims a filter built for {built_for} keys, whose base \
+                 table would not have the {base_buckets} buckets it names"
+            ),
             SnapshotError::InvalidBody { what } => write!(f, "the snapshot is invalid: {what}"),
             SnapshotError::HasherMismatch => write!(
                 f,

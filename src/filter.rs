@@ -314,16 +314,42 @@ impl<S: BuildHasher + Clone> CuckooFilter<S> {
     /// displacement, growth) and hashing as this one, so hashes from
     /// [`hash_key`](Self::hash_key) carry over.
     pub(crate) fn sibling(&self, capacity: usize) -> Result<Self, BuildError> {
+        self.sibling_hashed_by(capacity, self.hash_builder.clone(), self.hash_keys)
+    }
+
+    /// [`sibling`](Self::sibling) hashing with `hash_builder`, whose ahash keys are `hash_keys`
+    /// (`None`: not the builder's hasher).
+    pub(crate) fn sibling_hashed_by(
+        &self,
+        capacity: usize,
+        hash_builder: S,
+        hash_keys: Option<[u64; 4]>,
+    ) -> Result<Self, BuildError> {
         let mut builder = Builder::new()
-            .hasher(self.hash_builder.clone())
+            .hasher(hash_builder)
             .capacity(capacity.max(1))
             .fingerprint_bits(self.fingerprint_bits())
             .max_path_len(self.max_path_len())
             .displacement(self.displacement())
             .growth(self.growth());
-        builder.hash_keys = self.hash_keys;
+        builder.hash_keys = hash_keys;
         builder.build()
     }
+}
+
+/// Four unpredictable ahash keys: a randomly keyed hasher's hashes of 0 to 3.
+fn random_keys() -> [u64; 4] {
+    let random = RandomState::new();
+    [0u64, 1, 2, 3].map(|i| random.hash_one(i))
+}
+
+/// A builder-made hasher with fresh random keys, as an `S`, and its keys: `None` unless `S` is
+/// the ahash `RandomState` the builder makes.
+pub(crate) fn fresh_ahash<S: 'static>() -> Option<(S, [u64; 4])> {
+    let keys = random_keys();
+    let [k0, k1, k2, k3] = keys;
+    let hasher: Box<dyn std::any::Any> = Box::new(RandomState::with_seeds(k0, k1, k2, k3));
+    hasher.downcast::<S>().ok().map(|hasher| (*hasher, keys))
 }
 
 impl<S: BuildHasher> CuckooFilter<S> {
@@ -907,7 +933,7 @@ impl Default for Growth {
 /// assert_eq!(filter.fingerprint_bits(), 16);
 /// # Ok::<(), cuckoo_guard::BuildError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `.build()` is called"]
 pub struct Builder<S = RandomState> {
     capacity: Option<usize>,
@@ -920,12 +946,26 @@ pub struct Builder<S = RandomState> {
     hash_keys: Option<[u64; 4]>,
 }
 
+/// The hasher and its keys are left out: they are what keeps an attacker from choosing keys
+/// that collide (a seed names the keys too).
+impl<S> fmt::Debug for Builder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("capacity", &self.capacity)
+            .field("false_positive_rate", &self.false_positive_rate)
+            .field("fingerprint_bits", &self.fingerprint_bits)
+            .field("max_path_len", &self.max_path_len)
+            .field("displacement", &self.displacement)
+            .field("growth", &self.growth)
+            .field("hasher", &format_args!("<redacted>"))
+            .finish()
+    }
+}
+
 impl Builder<RandomState> {
     fn new() -> Self {
-        // Four unpredictable keys (a randomly keyed hasher's hashes of 0..4), kept so that a
-        // snapshot can record them.
-        let random = RandomState::new();
-        let [k0, k1, k2, k3] = [0u64, 1, 2, 3].map(|i| random.hash_one(i));
+        // Kept so that a snapshot can record them.
+        let [k0, k1, k2, k3] = random_keys();
         Builder {
             capacity: None,
             false_positive_rate: None,
@@ -987,6 +1027,11 @@ impl<S> Builder<S> {
     /// Hash keys with ahash keyed by `seed` instead of a random key. Filters with the same
     /// seed hash alike (within one build of the program), which tests and snapshots need; a
     /// secret random key (the default) keeps an attacker from choosing colliding keys.
+    ///
+    /// The seed makes this filter reproducible, not a guard's later ones: a
+    /// [guard](crate::guard)'s rebuilds draw fresh random keys for every filter the builder
+    /// hashed for, seeded or not. Only a hasher given to [`hasher`](Self::hasher) is kept
+    /// across rebuilds (the guard cannot make another one like it).
     pub fn seed(self, seed: u64) -> Builder<RandomState> {
         let mut state = seed;
         let mut next = || {
@@ -1005,6 +1050,9 @@ impl<S> Builder<S> {
 
     /// Hash keys with `hash_builder`. Index and fingerprint both come from its 64-bit output,
     /// so it must mix all bits well (ahash, foldhash, SipHash do).
+    ///
+    /// A [guard](crate::guard) keeps this hasher, and so its keys, across its rebuilds: it
+    /// draws fresh keys only for hashers the builder made.
     pub fn hasher<T>(self, hash_builder: T) -> Builder<T> {
         Builder {
             capacity: self.capacity,

@@ -37,7 +37,9 @@
 //! So a snapshot file is as sensitive as the keys: [`CuckooFilter::write_snapshot_file`]
 //! creates it readable and writable by its owner only (mode `0600` on Unix), writes it under
 //! a temporary name and renames it into place (a reader never sees half a file), and syncs
-//! it to disk before the rename. Store and copy it as you would a secret.
+//! it to disk before the rename. Store and copy it as you would a secret. A guard's rebuilds
+//! draw fresh keys (for filters whose hasher the builder made), so a leaked file's keys serve
+//! only until the guard it came from, or one restored from it, next rebuilds.
 //!
 //! # Taking a snapshot while writers run
 //!
@@ -70,7 +72,7 @@
 //! | 16 | 4 | random-walk kick limit (0 = breadth-first path search) |
 //! | 20 | 4 | reserved, 0 |
 //! | 24 | 8 | buckets of the base table: 1 to 2^32 |
-//! | 32 | 8 | the capacity, in keys, the filter was built for |
+//! | 32 | 8 | the capacity, in keys, the filter was built for: its base table has the buckets the builder sizes for it |
 //! | 40 | 32 | the hasher's four 64-bit keys |
 //! | 72 | 8 | probe: the filter's hash of the `u64` 0x6375636B6F6F2D67 |
 //! | 80 | 8 | tag: an id the writer chose, 0 if none (a guard's seal names it) |
@@ -114,6 +116,7 @@ use ahash::RandomState;
 
 use crate::error::SnapshotError;
 use crate::filter::{CuckooFilter, Displacement, Growth};
+use crate::sizing::buckets_for;
 use crate::table::{Extra, Table, Tables, MAX_PATH_LEN};
 
 mod xxh64;
@@ -143,8 +146,8 @@ fn probe_of(hasher: &impl BuildHasher) -> u64 {
     hasher.hash_one(PROBE_KEY)
 }
 
-/// The configuration a snapshot's header records.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The configuration a snapshot's header records (its `Debug` leaves out the hash keys).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Header {
     bits: u32,
     max_path_len: usize,
@@ -157,6 +160,24 @@ pub(crate) struct Header {
     built_for: usize,
     probe: u64,
     tag: u64,
+}
+
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Header")
+            .field("bits", &self.bits)
+            .field("max_path_len", &self.max_path_len)
+            .field("step_shift", &self.step_shift)
+            .field("max_steps", &self.max_steps)
+            .field("tables", &self.tables)
+            .field("keys", &self.keys.map(|_| "<redacted>"))
+            .field("kicks", &self.kicks)
+            .field("base_buckets", &self.base_buckets)
+            .field("built_for", &self.built_for)
+            .field("probe", &self.probe)
+            .field("tag", &self.tag)
+            .finish()
+    }
 }
 
 impl Header {
@@ -269,6 +290,15 @@ impl Header {
             Ok(n) if n >= 1 => n,
             _ => return invalid("capacity"),
         };
+        // Every writer's base table has `buckets_for(built_for)` buckets (the builder sizes it
+        // so, grown tables nest over it, a rebuild builds afresh): a file that claims another
+        // capacity would size the guard's rebuilds by a number its tables do not bear out.
+        if buckets_for(built_for) != Some(base_buckets) {
+            return Err(SnapshotError::CapacityMismatch {
+                built_for: built_for as u64,
+                base_buckets: base,
+            });
+        }
         Ok(Header {
             bits,
             max_path_len,

@@ -96,6 +96,26 @@ fn a_rebuild_keeps_the_smallest_capacity_it_was_given() {
     assert_eq!(guard.stats().filter_capacity, capacity);
 }
 
+#[test]
+fn a_rebuild_of_a_filter_built_for_far_more_keys_allocates_for_the_keys_it_holds() {
+    let guard = manual(
+        20_000_000,
+        MemoryStore::from_rows((0..1_000u64).map(|k| (k, k))),
+    );
+    guard.warm_up(100, |_| {}).unwrap();
+    let before = guard.stats().filter_memory_bytes;
+    let report = guard.rebuild().unwrap();
+    // 1,000 keys at the default headroom of 1.5: at most 8 x 1,500 + 65,536 keys of floor.
+    let bound = CuckooFilter::with_capacity(8 * 1_500 + 65_536);
+    assert!(report.capacity_after <= bound.capacity(), "{report:?}");
+    let after = guard.stats().filter_memory_bytes;
+    assert!(
+        after <= bound.memory_usage() && after * 100 < before,
+        "{before} bytes before, {after} after the rebuild"
+    );
+    assert!((0..1_000u64).all(|k| guard.may_contain(&k)));
+}
+
 /// A store whose scans can be made to fail, and whose puts can be held back: the write lands
 /// only when the test says so, long after the put's future was dropped.
 #[derive(Default)]
@@ -246,6 +266,72 @@ fn a_write_that_lands_after_its_future_was_dropped_survives_a_rebuild() {
     Store::put(&guard.store().inner, &key, &value).unwrap();
     assert!(guard.may_contain(&7), "the orphaned write's key was lost");
     assert_eq!(poll_once(guard.get(&7)).unwrap().unwrap(), Some(7));
+}
+
+/// What a filter's hasher makes of one value: equal for equal hash keys.
+fn probe<H: std::hash::BuildHasher>(filter: &CuckooFilter<H>) -> u64 {
+    filter.hasher().hash_one(0x6b65_7973_u64)
+}
+
+#[test]
+fn a_rebuild_draws_fresh_hash_keys_and_keeps_every_key_and_orphan() {
+    let guard = AsyncCacheGuard::with_policy(
+        CuckooFilter::with_capacity(1_000),
+        Scripted {
+            inner: MemoryStore::from_rows((0..500u64).map(|k| (k, k))),
+            ..Scripted::default()
+        },
+        RebuildPolicy::manual(),
+    );
+    assert!(poll_once(guard.warm_up(100, |_| {})).is_some());
+    // An orphan recorded under the first filter's keys, whose write lands after the scans.
+    guard.store().hold_puts.store(true, SeqCst);
+    assert!(poll_once(guard.put(&7_000, &7)).is_none());
+    assert_eq!(guard.stats().orphaned_writes, 1);
+    let mut seen = vec![probe(&guard.filter())];
+    for _ in 0..2 {
+        poll_once(guard.rebuild()).unwrap().unwrap();
+        let keys = probe(&guard.filter());
+        assert!(!seen.contains(&keys), "a rebuild kept hash keys");
+        seen.push(keys);
+        assert!((0..500).chain([7_000]).all(|k| guard.may_contain(&k)));
+    }
+    let (key, value) = guard.store().held_back.lock().unwrap()[0];
+    Store::put(&guard.store().inner, &key, &value).unwrap();
+    assert_eq!(poll_once(guard.get(&7_000)).unwrap().unwrap(), Some(7));
+}
+
+#[test]
+fn a_seeded_filter_is_rekeyed_and_a_callers_hasher_kept() {
+    let rows = || MemoryStore::from_rows((0..300u64).map(|k| (k, k)));
+    let seeded = CuckooFilter::builder()
+        .capacity(500)
+        .seed(5)
+        .build()
+        .unwrap();
+    let guard = CacheGuard::with_policy(seeded, rows(), RebuildPolicy::manual());
+    guard.warm_up(100, |_| {}).unwrap();
+    let before = probe(&guard.filter());
+    guard.rebuild().unwrap();
+    assert_ne!(
+        probe(&guard.filter()),
+        before,
+        "the seed's keys outlived a rebuild"
+    );
+    assert!((0..300).all(|k| guard.may_contain(&k)));
+
+    let own = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    let filter = CuckooFilter::builder()
+        .capacity(500)
+        .hasher(own)
+        .build()
+        .unwrap();
+    let guard = CacheGuard::with_policy(filter, rows(), RebuildPolicy::manual());
+    guard.warm_up(100, |_| {}).unwrap();
+    let before = probe(&guard.filter());
+    guard.rebuild().unwrap();
+    assert_eq!(probe(&guard.filter()), before, "a caller's hasher is kept");
+    assert!((0..300).all(|k| guard.may_contain(&k)));
 }
 
 #[test]

@@ -295,6 +295,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     ///
     /// ```
     /// # use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore, Written};
+    /// // The key must be `Clone`, as for `CacheGuard::put`.
     /// async fn create(guard: &AsyncCacheGuard<MemoryStore<u8, u8>>) {
     ///     assert_eq!(guard.put(&1, &10).await.unwrap(), Written::Created);
     /// }
@@ -303,7 +304,10 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         &self,
         key: &St::Key,
         value: &St::Value,
-    ) -> Result<Written, GuardError<St::Error>> {
+    ) -> Result<Written, GuardError<St::Error>>
+    where
+        St::Key: Clone + 'static,
+    {
         let ticket = self.core().begin_put(key)?;
         // If this future is dropped while the store call runs, the ticket's drop keeps the
         // copies and records the key as an orphan: the write may still land (rule 4, [R1]).

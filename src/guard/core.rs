@@ -17,18 +17,22 @@
 //!
 //! - **[R1] A create** enters the gate, then loads the filters (`SeqCst`, in the gate's total
 //!   order) and inserts the key into the current filter and, if there is one, the next, before
-//!   its store write. After the write it removes the copies it added (an update, a definite
-//!   failure) only from those of its generations still published; then it leaves the gate.
-//!   A write whose outcome is unknown, or that never returned (a dropped future, a panic),
-//!   keeps its copies and records the key's hash as an *orphan*: the write may land at any
-//!   later time, after some rebuild's scan passed its key, so every rebuild inserts the
-//!   orphans into its next filter.
+//!   its store write, each hashed by that filter's own hasher. After the write it removes the
+//!   copies it added (an update, a definite failure) only from those of its generations still
+//!   published, each by the hash it inserted there; then it leaves the gate. A write whose
+//!   outcome is unknown, or that never returned (a dropped future, a panic), keeps its copies
+//!   and records the key itself as an *orphan*: the write may land at any later time, after
+//!   some rebuild's scan passed its key, so every rebuild inserts the orphans into its next
+//!   filter, hashed by that filter's hasher.
 //! - **[R2] A delete** notes the current generation before its store delete. After the store
 //!   confirmed, it removes a copy only from that generation and only if it is still current:
 //!   a filter whose scan had not finished when the delete began may never have received the
 //!   key, and removing "its" copy could take another key's (P10). Every other filter keeps a
 //!   stale copy, counted.
-//! - **[R3] A rebuild** publishes the next filter (`SeqCst`), flips the gate and waits until
+//! - **[R3] A rebuild** builds the next filter with fresh random hash keys when the builder
+//!   made the current one's hasher (a caller's hasher is kept), so a file or a leak of one
+//!   generation's keys says nothing about the next. It publishes the next filter (`SeqCst`),
+//!   flips the gate and waits until
 //!   every create that loaded the filters without the next one has left; then it inserts the
 //!   orphans, scans the store into the next filter and publishes it as the current one
 //!   (`SeqCst`), alone. A rebuild that stops before (a store error, a full filter, a dropped
@@ -38,9 +42,13 @@
 //! create inserted into the current filter it loaded, and into the next if there was one. If
 //! the lookup loads a later current filter, that is a next filter the create saw (it has the
 //! copy) or one whose scan started after the create's store write (the gate), so the scan
-//! inserted the key. Removals take only copies their own key put there ([R1], [R2]).
+//! inserted the key. Removals take only copies their own key put there ([R1], [R2]). No step
+//! carries a hash from one filter to another: every insert, remove and lookup hashes the key
+//! with the filter it touches, so filters of different keys hold each key where their own
+//! lookups look.
 
-use std::hash::{BuildHasher, Hash};
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{FilterRef, GuardError, GuardStats, RebuildPolicy, Written};
@@ -129,6 +137,42 @@ impl Admission {
     }
 }
 
+/// A key as an orphan keeps it: hashable by any filter's hasher, and copied out of a create's
+/// borrow only when the create's write turns out of unknown outcome.
+trait OrphanKey: Send + Sync {
+    /// Feeds the key to `state` as its own `Hash` does.
+    fn hash_into(&self, state: &mut dyn Hasher);
+    /// An owned copy of the key.
+    fn to_orphan(&self) -> Orphan;
+}
+
+impl<K: Hash + Clone + Send + Sync + 'static> OrphanKey for K {
+    fn hash_into(&self, mut state: &mut dyn Hasher) {
+        self.hash(&mut state);
+    }
+
+    fn to_orphan(&self) -> Orphan {
+        Orphan(Arc::new(self.clone()))
+    }
+}
+
+/// A key whose write's outcome is unknown ([R1]). Hashes exactly as the key does (`&mut dyn
+/// Hasher` forwards every write to the filter's hasher), so a filter of any keys finds it.
+#[derive(Clone)]
+pub(super) struct Orphan(Arc<dyn OrphanKey>);
+
+impl Hash for Orphan {
+    fn hash<S: Hasher>(&self, state: &mut S) {
+        self.0.hash_into(state);
+    }
+}
+
+impl fmt::Debug for Orphan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Orphan { .. }")
+    }
+}
+
 /// Taken before a store delete: whether the warm-up had finished when the delete began, and
 /// the generation then current ([R2]).
 #[derive(Debug, Clone, Copy)]
@@ -138,29 +182,45 @@ pub(super) struct DeleteTicket {
 }
 
 /// A create between its filter inserts and its store write's end ([R1]): the gate phase it
-/// counts in, the generations it inserted into and the key's hash. Dropped without
-/// [`GuardCore::end_put`] (a dropped future, a panic in the store), it records an orphan.
-#[derive(Debug)]
-pub(super) struct PutTicket<'c, H> {
+/// counts in, the generations it inserted into with the key's hash under each one's hasher,
+/// and the key. Dropped without [`GuardCore::end_put`] (a dropped future, a panic in the
+/// store), it records the key as an orphan.
+pub(super) struct PutTicket<'c, 'k, H> {
     core: &'c GuardCore<H>,
     phase: usize,
-    current: u64,
-    next: Option<u64>,
-    hash: u64,
+    /// The current generation's id and the key's hash there.
+    current: (u64, u64),
+    /// The next generation's id and the key's hash there, if the create inserted into one.
+    next: Option<(u64, u64)>,
+    key: &'k dyn OrphanKey,
     ended: bool,
 }
 
-impl<H> PutTicket<'_, H> {
-    fn inserted_into(&self, id: u64) -> bool {
-        id == self.current || Some(id) == self.next
+impl<H> PutTicket<'_, '_, H> {
+    /// The key's hash in generation `id`, if the create inserted into it.
+    fn hash_in(&self, id: u64) -> Option<u64> {
+        [Some(self.current), self.next]
+            .into_iter()
+            .flatten()
+            .find_map(|(generation, hash)| (generation == id).then_some(hash))
     }
 }
 
-impl<H> Drop for PutTicket<'_, H> {
+impl<H> fmt::Debug for PutTicket<'_, '_, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PutTicket")
+            .field("phase", &self.phase)
+            .field("current", &self.current.0)
+            .field("next", &self.next.map(|(id, _)| id))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H> Drop for PutTicket<'_, '_, H> {
     fn drop(&mut self) {
         if !self.ended {
             self.core.stale_copy();
-            self.core.record_orphan(self.hash);
+            self.core.record_orphan(self.key);
         }
         self.core.gate.leave(self.phase);
     }
@@ -201,13 +261,17 @@ pub(super) struct GuardCore<H> {
     gate: Gate,
     state: AtomicU32,
     shards: Sharded<Shard>,
-    orphans: Mutex<Vec<u64>>,
+    orphans: Mutex<Vec<Orphan>>,
     rebuilds: RebuildLog,
     /// How a restored guard started ([`GuardStats::restart`]).
     restart: Mutex<Option<String>>,
     /// The loom models' negative controls: one protocol step each, broken on purpose.
     #[cfg(cuckoo_loom)]
     broken: Broken,
+    /// The loom models' hashers carry no ahash keys: this gives each rebuild's next filter a
+    /// hasher other than the current one's.
+    #[cfg(cuckoo_loom)]
+    rekey: Option<fn(&H) -> H>,
 }
 
 /// A protocol step a loom negative control breaks.
@@ -223,6 +287,10 @@ pub(crate) struct Broken {
     pub(crate) leftover_ignored: bool,
     /// [R1]: a create inserts into the current filter only, never the next.
     pub(crate) next_skipped: bool,
+    /// [R1]: a create inserts into the next filter the hash the current filter's hasher gave.
+    pub(crate) next_hashed_by_current: bool,
+    /// [R3]: a rebuild does not insert the orphans into its next filter.
+    pub(crate) orphans_skipped: bool,
     /// [W3]: no fence between the flip and the rebuild's counter reads.
     pub(crate) flip_unfenced: bool,
     /// The seal: the snapshot is taken before the seal is written.
@@ -253,11 +321,12 @@ impl<H> GuardCore<H> {
         self.rebuilds.add_stale(1);
     }
 
-    fn record_orphan(&self, hash: u64) {
+    fn record_orphan(&self, key: &dyn OrphanKey) {
+        let orphan = key.to_orphan();
         self.orphans
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(hash);
+            .push(orphan);
     }
 
     /// Gives back a claim taken by an automatic trigger that could not start its rebuild.
@@ -282,6 +351,8 @@ impl<H: BuildHasher> GuardCore<H> {
             restart: Mutex::new(None),
             #[cfg(cuckoo_loom)]
             broken: Broken::default(),
+            #[cfg(cuckoo_loom)]
+            rekey: None,
         }
     }
 
@@ -335,12 +406,13 @@ impl<H: BuildHasher> GuardCore<H> {
 
     /// Create step 1 (rule 1, rule 3, [R1]): add a copy of the key to the current filter, and
     /// to a pending rebuild's next filter, **before** the store write, even if a filter
-    /// already reports it. Refuses the write if a filter has no room or its insert gave up
-    /// under contention.
-    pub(super) fn begin_put<K: Hash + ?Sized, E>(
+    /// already reports it, each hashed by that filter's hasher. Refuses the write if a filter
+    /// has no room or its insert gave up under contention. The ticket borrows the key, to
+    /// record it as an orphan if the write's outcome is never known.
+    pub(super) fn begin_put<'k, K: Hash + Clone + Send + Sync + 'static, E>(
         &self,
-        key: &K,
-    ) -> Result<PutTicket<'_, H>, GuardError<E>> {
+        key: &'k K,
+    ) -> Result<PutTicket<'_, 'k, H>, GuardError<E>> {
         let phase = self.gate.enter();
         let pin = pin();
         // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next
@@ -350,9 +422,9 @@ impl<H: BuildHasher> GuardCore<H> {
         let mut ticket = PutTicket {
             core: self,
             phase,
-            current: filters.current.id,
+            current: (filters.current.id, hash),
             next: None,
-            hash,
+            key,
             ended: true,
         };
         let inserted = filters.current.filter.insert_hash(hash).and_then(|()| {
@@ -363,12 +435,19 @@ impl<H: BuildHasher> GuardCore<H> {
             if self.broken.next_skipped {
                 return Ok(());
             }
-            if let Err(error) = next.filter.insert_hash(hash) {
+            let next_hash = next.filter.hash_key(key);
+            #[cfg(cuckoo_loom)]
+            let next_hash = if self.broken.next_hashed_by_current {
+                hash
+            } else {
+                next_hash
+            };
+            if let Err(error) = next.filter.insert_hash(next_hash) {
                 // The copy just added to the current filter is this create's own.
                 filters.current.filter.remove_hash(hash);
                 return Err(error);
             }
-            ticket.next = Some(next.id);
+            ticket.next = Some((next.id, next_hash));
             Ok(())
         });
         if let Err(error) = inserted {
@@ -390,7 +469,7 @@ impl<H: BuildHasher> GuardCore<H> {
     /// rebuild should start.
     pub(super) fn end_put<E>(
         &self,
-        mut ticket: PutTicket<'_, H>,
+        mut ticket: PutTicket<'_, '_, H>,
         result: &Result<Written, E>,
         outcome_unknown: impl FnOnce(&E) -> bool,
     ) -> Option<super::RebuildReason> {
@@ -405,7 +484,7 @@ impl<H: BuildHasher> GuardCore<H> {
                 bump(&shard.store_errors);
                 if outcome_unknown(error) {
                     self.stale_copy();
-                    self.record_orphan(ticket.hash);
+                    self.record_orphan(ticket.key);
                 } else {
                     self.remove_own_copies(&ticket);
                 }
@@ -417,18 +496,35 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Removes the copies a create inserted, from those of its generations still published.
-    fn remove_own_copies(&self, ticket: &PutTicket<'_, H>) {
+    fn remove_own_copies(&self, ticket: &PutTicket<'_, '_, H>) {
         let pin = pin();
         // ORDERING: Acquire; the generations found are published ones (their contents
         // visible); which ones does not matter for safety, only ids matching the ticket's are
         // touched.
         let filters = self.filters.load(Ordering::Acquire, &pin);
         for generation in filters.both() {
-            if ticket.inserted_into(generation.id) && !generation.filter.remove_hash(ticket.hash) {
+            let Some(hash) = ticket.hash_in(generation.id) else {
+                continue;
+            };
+            if !generation.filter.remove_hash(hash) {
                 // Only possible if someone removed from the filter behind the guard's back.
                 bump(&self.shard().missing_copies);
             }
         }
+    }
+
+    /// A hasher with fresh random keys for a rebuild's next filter, and its ahash keys: only
+    /// for a filter whose hasher the builder made (a caller's hasher cannot be remade).
+    fn fresh_hasher(&self, filter: &CuckooFilter<H>) -> Option<(H, Option<[u64; 4]>)>
+    where
+        H: 'static,
+    {
+        #[cfg(cuckoo_loom)]
+        if let Some(rekey) = self.rekey {
+            return Some((rekey(filter.hasher()), None));
+        }
+        filter.hash_keys()?;
+        crate::filter::fresh_ahash::<H>().map(|(hasher, keys)| (hasher, Some(keys)))
     }
 
     /// Delete step 1: note whether the warm-up had finished and which generation is current
@@ -610,6 +706,20 @@ mod loom_tests;
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_orphan_hashes_as_its_key() {
+        fn check<K: Hash + Clone + Send + Sync + 'static>(filter: &CuckooFilter, key: K) {
+            assert_eq!(filter.hash_key(&key.to_orphan()), filter.hash_key(&key));
+        }
+        let filter = CuckooFilter::with_capacity(10);
+        check(&filter, String::from("user:42"));
+        check(&filter, "user:42");
+        check(&filter, 42u64);
+        check(&filter, -3i8);
+        check(&filter, (7u32, String::from("x"), [1u16, 2]));
+        check(&filter, vec![1u8, 2, 3]);
+    }
 
     #[test]
     fn no_room_and_contention_are_different_guard_errors() {

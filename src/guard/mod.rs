@@ -62,6 +62,13 @@
 //! (a store error, say) leaves the current filter in place ([`GuardStats::rebuilds_failed`],
 //! [`GuardStats::last_rebuild_error`]); an automatic one is retried after a pause.
 //!
+//! Each rebuild's filter hashes with fresh random keys when the builder made the hasher
+//! ([`Builder::seed`](crate::Builder::seed) included), so keys that collide in one filter, or
+//! a leaked snapshot's keys, are of no use against the next; a hasher given to
+//! [`Builder::hasher`](crate::Builder::hasher) is kept. That is why [`CacheGuard::put`] needs
+//! a `Clone` key: a write whose outcome is unknown keeps its key, not a hash, to insert it
+//! under each later filter's keys.
+//!
 //! A filter that may not grow (or has added every table it may) refuses a create that finds
 //! no room with [`GuardError::FilterFull`] before the store is touched: storing it would create
 //! a key the filter cannot report.

@@ -207,6 +207,11 @@ impl RebuildPolicy {
     /// The rebuilt filter's capacity as a multiple of the fingerprints the old one holds when
     /// the rebuild starts (the new keys' room before the next rebuild), in [1, 16].
     ///
+    /// A rebuilt filter is never smaller than the guard's first filter was built for, unless
+    /// that capacity passes 8 times the capacity the headroom asks for plus 65,536 keys: then
+    /// it is built for that much, so that what a rebuild allocates stays proportional to the
+    /// keys it holds.
+    ///
     /// # Errors
     ///
     /// [`PolicyError::Headroom`] outside [1, 16] or NaN.

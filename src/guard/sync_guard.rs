@@ -417,6 +417,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// if its insert gave up under contention (either way the store was not touched);
     /// [`GuardError::Store`] if the store fails.
     ///
+    /// The key must be `Clone`: a write whose outcome is unknown keeps a copy of its key, to
+    /// insert it into every rebuilt filter under that filter's fresh hash keys.
+    ///
     /// # Examples
     ///
     /// ```
@@ -429,7 +432,10 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// assert_eq!(guard.filter().count(&"k"), 1); // the update's extra copy was removed
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn put(&self, key: &St::Key, value: &St::Value) -> Result<Written, GuardError<St::Error>> {
+    pub fn put(&self, key: &St::Key, value: &St::Value) -> Result<Written, GuardError<St::Error>>
+    where
+        St::Key: Clone + Send + Sync + 'static,
+    {
         let ticket = self.core().begin_put(key)?;
         let result = self.inner.store.put(key, value);
         let trigger = self

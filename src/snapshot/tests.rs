@@ -118,6 +118,41 @@ fn a_sibling_keeps_the_hash_keys() {
     );
 }
 
+#[test]
+fn debug_output_holds_no_hash_key() {
+    let seeded = CuckooFilter::builder().capacity(100).seed(5);
+    let random = CuckooFilter::builder().capacity(100);
+    for builder in [seeded, random] {
+        let filter = builder.clone().build().unwrap();
+        let keys = filter.hash_keys().unwrap();
+        let header = Header::of(&filter, 1, 0);
+        let texts = [
+            format!("{builder:?}"),
+            format!("{builder:#?}"),
+            format!("{filter:?}"),
+            format!("{header:?}"),
+            format!("{header:#?}"),
+            format!("{:?}", inspect(&snapshot_of(&filter)[..]).unwrap()),
+        ];
+        for text in texts {
+            assert!(
+                text.contains("capacity") || text.contains("built_for"),
+                "{text}"
+            );
+            for key in keys {
+                for shown in [
+                    key.to_string(),
+                    format!("{key:x}"),
+                    format!("{key:X}"),
+                    (key as i64).to_string(),
+                ] {
+                    assert!(!text.contains(&shown), "{text} shows a key");
+                }
+            }
+        }
+    }
+}
+
 /// Rewrites the header's checksum after a test changed a field.
 fn reseal_header(bytes: &mut [u8]) {
     let checksum = xxh64(&bytes[..88], 0);
@@ -243,12 +278,98 @@ fn a_header_claiming_the_largest_table_fails_fast_as_truncated() {
     // A valid header for 2^32 buckets (32 GiB of words) over a short body: the reader
     // allocates as the words arrive, so it stops at the end of the input.
     let mut bytes = snapshot_of(&filled(10, |b| b.capacity(100).growth(Growth::Fixed)));
-    bytes[24..32].copy_from_slice(&(1u64 << 32).to_le_bytes());
+    let capacity = crate::sizing::max_capacity();
+    let buckets = crate::sizing::buckets_for(capacity).unwrap() as u64;
+    assert!(buckets > (1 << 32) - 4);
+    bytes[24..32].copy_from_slice(&buckets.to_le_bytes());
+    bytes[32..40].copy_from_slice(&(capacity as u64).to_le_bytes());
     reseal_header(&mut bytes);
     assert!(matches!(
         read(&bytes),
         Err(SnapshotError::Truncated | SnapshotError::AllocationFailed { .. })
     ));
+}
+
+#[test]
+fn every_file_a_writer_produces_has_the_base_table_its_capacity_sizes() {
+    let mut capacities: Vec<usize> = (1..=300).collect();
+    capacities.extend([997, 1_000, 4_096, 12_345, 100_000, 1_000_003]);
+    for capacity in capacities {
+        for bits in [8, 16] {
+            let filter = CuckooFilter::builder()
+                .capacity(capacity)
+                .fingerprint_bits(bits)
+                .seed(capacity as u64)
+                .build()
+                .unwrap();
+            let bytes = snapshot_of(&filter);
+            let info = inspect(&bytes[..]).unwrap_or_else(|e| panic!("{capacity}/{bits}: {e}"));
+            assert_eq!(info.built_for, capacity as u64);
+            let restored = read(&bytes).unwrap_or_else(|e| panic!("{capacity}/{bits}: {e}"));
+            // A rebuild's filter is built as a sibling of the restored one.
+            let sibling = restored.sibling(capacity * 3 + 1).unwrap();
+            read(&snapshot_of(&sibling)).unwrap_or_else(|e| panic!("{capacity}/{bits}: {e}"));
+        }
+    }
+    // Grown filters: the grown tables nest over the base table the capacity sized.
+    for (capacity, factor) in [(1, 2), (7, 2), (100, 4), (1_000, 16)] {
+        let filter = CuckooFilter::builder()
+            .capacity(capacity)
+            .growth(Growth::Expand {
+                factor,
+                max_steps: 4,
+            })
+            .seed(3)
+            .build()
+            .unwrap();
+        let mut k = 0u64;
+        while filter.growth_steps() < 2 {
+            filter.insert(&k).unwrap();
+            k += 1;
+        }
+        let restored = read(&snapshot_of(&filter)).unwrap();
+        assert_eq!(restored.growth_steps(), filter.growth_steps());
+        assert_eq!(restored.built_for(), capacity);
+    }
+}
+
+#[test]
+fn a_capacity_its_base_table_does_not_bear_out_is_refused() {
+    let bytes = snapshot_of(&filled(10, |b| b.capacity(100)));
+    let base = u64::from_le_bytes(bytes[24..32].try_into().unwrap());
+    // A tiny file claiming 100 million keys, one claiming the largest capacity, and the
+    // nearest capacities whose base tables differ from this one's.
+    let lies = [
+        100_000_000u64,
+        crate::sizing::max_capacity() as u64,
+        60,
+        200,
+    ];
+    for built_for in lies {
+        let mut lying = bytes.clone();
+        lying[32..40].copy_from_slice(&built_for.to_le_bytes());
+        reseal_header(&mut lying);
+        match read(&lying) {
+            Err(SnapshotError::CapacityMismatch {
+                built_for: b,
+                base_buckets,
+            }) => assert_eq!((b, base_buckets), (built_for, base)),
+            other => panic!("built for {built_for}: {other:?}"),
+        }
+        assert!(matches!(
+            inspect(&lying[..]),
+            Err(SnapshotError::CapacityMismatch { .. })
+        ));
+    }
+    // A capacity of the same base table is what the builder may have been given.
+    let other = (50..200u64)
+        .find(|&c| c != 100 && crate::sizing::buckets_for(c as usize) == Some(base as usize))
+        .expect("capacities near 100 share its base table");
+    let mut same = bytes.clone();
+    same[32..40].copy_from_slice(&other.to_le_bytes());
+    reseal_header(&mut same);
+    reseal_body(&mut same, base as usize);
+    assert_eq!(read(&same).unwrap().built_for(), other as usize);
 }
 
 #[test]

@@ -237,7 +237,7 @@ pub(crate) fn guard_concurrency_sync<S>(
 ) -> (usize, usize)
 where
     S: Store + Send + Sync,
-    S::Key: Hash + Sync,
+    S::Key: Hash + Clone + Send + Sync + 'static,
     S::Value: PartialEq + Debug + Sync,
     S::Cursor: Send,
     S::Error: Debug,
@@ -306,7 +306,7 @@ pub(crate) async fn guard_concurrency<S>(
 ) -> (usize, usize)
 where
     S: AsyncStore + 'static,
-    S::Key: Hash + Send + Sync + 'static,
+    S::Key: Hash + Clone + Send + Sync + 'static,
     S::Value: PartialEq + Debug + Send + Sync + 'static,
     S::Error: Debug,
 {

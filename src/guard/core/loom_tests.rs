@@ -2,10 +2,13 @@
 //!
 //! Every actor is a spawned thread; the main thread only sets up, joins and asserts. Each model
 //! has a negative control that breaks one step and must fail. The store is a loom mutex over a
-//! list of keys; filters hash a `u64` key to itself, so the keys pick their fingerprints and
-//! buckets (the filters here have one bucket: any two keys with one fingerprint collide).
+//! list of keys; filters hash a `u64` key to itself XOR the filter's hash key, so the keys pick
+//! their fingerprints and buckets (the filters here have one bucket: any two keys with one
+//! fingerprint collide, under every hash key). Each rebuild's next filter gets the next hash
+//! key, as a guard's rebuilds draw fresh keys: a key's fingerprint differs from one
+//! generation to the next, and two keys that collide in one collide in all.
 
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, Hasher};
 
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -21,34 +24,54 @@ const K: u64 = 0x0000_0001_0000_0007;
 /// interchangeable.
 const J: u64 = 0x0000_0002_0000_0007;
 
-/// Hashes a `u64` key to itself.
-#[derive(Debug, Default, Clone, Copy)]
-struct Identity(u64);
+/// Hashes a `u64` key to itself XOR a hash key.
+#[derive(Debug, Clone, Copy)]
+struct Identity {
+    key: u64,
+    value: u64,
+}
 
 impl Hasher for Identity {
     fn finish(&self) -> u64 {
-        self.0
+        self.value ^ self.key
     }
     fn write(&mut self, _: &[u8]) {
         unreachable!("the models hash u64 keys only");
     }
     fn write_u64(&mut self, value: u64) {
-        self.0 = value;
+        self.value = value;
     }
 }
 
-type Core = GuardCore<BuildHasherDefault<Identity>>;
+/// The hasher of a filter of hash key `.0`: 0 for the first filter, one more per rebuild.
+/// Keys below 4 change only a key's fingerprint (7 becomes 6, 5, 4), never its bucket.
+#[derive(Debug, Default, Clone, Copy)]
+struct Keyed(u64);
 
-/// A warm guard core over a one-bucket filter that may not grow, with `keys` in it.
+impl BuildHasher for Keyed {
+    type Hasher = Identity;
+    fn build_hasher(&self) -> Identity {
+        Identity {
+            key: self.0,
+            value: 0,
+        }
+    }
+}
+
+type Core = GuardCore<Keyed>;
+
+/// A warm guard core over a one-bucket filter that may not grow, with `keys` in it; its
+/// rebuilds hash with the next hash key.
 fn core(broken: Broken, keys: &[u64]) -> Arc<Core> {
     let filter = CuckooFilter::builder()
-        .hasher(BuildHasherDefault::<Identity>::default())
+        .hasher(Keyed(0))
         .capacity(3)
         .growth(Growth::Fixed)
         .build()
         .expect("a tiny filter");
     let mut core = GuardCore::new(filter, RebuildPolicy::manual());
     core.broken = broken;
+    core.rekey = Some(|hasher| Keyed(hasher.0 + 1));
     for key in keys {
         let ticket = core
             .begin_put::<_, ()>(key)
@@ -133,6 +156,149 @@ fn loom_rebuild_control_create_skips_the_next_filter() {
         create_during_rebuild(
             Broken {
                 next_skipped: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+/// [R1] with new hash keys: a create of `K` races a rebuild whose next filter hashes with
+/// another key, so `K` has another fingerprint there. The create inserts `K` into each filter
+/// hashed by that filter's hasher; a lookup the creator makes once its create returned, and
+/// one after both are done, must find `K` in whichever filter they read. The census asks for
+/// the case where only the create's own copy can: it found the next filter and the scan read
+/// the store before the write, so the scan did not insert `K`.
+fn create_into_a_rekeyed_next(broken: Broken, census: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let creator = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            let saw_next = ticket.next.is_some();
+            store.lock().unwrap().push(K);
+            core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
+            assert!(
+                core.filter_contains(&K),
+                "a lookup misses a key whose create returned"
+            );
+            saw_next
+        })
+    };
+    let rebuilder = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = store.lock().unwrap().clone();
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+            keys.contains(&K)
+        })
+    };
+    let saw_next = creator.join().unwrap();
+    let scanned = rebuilder.join().unwrap();
+    census.saw(saw_next && !scanned);
+    assert_eq!(
+        core.filter().hasher().0,
+        1,
+        "the rebuild hashes with a new key"
+    );
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses a key whose create returned"
+    );
+}
+
+#[test]
+fn loom_rebuild_a_create_hashes_into_a_rekeyed_next_filter_by_its_keys() {
+    explore(
+        "a create whose copy in the next filter is the only one",
+        |census| create_into_a_rekeyed_next(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "misses a key whose create returned")]
+fn loom_rebuild_control_next_filter_given_the_current_filters_hash() {
+    loom::model(|| {
+        create_into_a_rekeyed_next(
+            Broken {
+                next_hashed_by_current: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+/// [R1] [R3] with new hash keys: a create of `K` whose write's outcome is unknown (an orphan)
+/// lands in the store only after a rebuild's scan read it; the rebuild hashes with a new key.
+/// The orphan, kept as the key, must be inserted into the next filter under its hasher. The
+/// census asks for the write landing after the scan.
+fn orphan_across_a_rekeyed_rebuild(broken: Broken, census: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    {
+        let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+        core.end_put(ticket, &Err::<Written, ()>(()), |_| true);
+    }
+    let writer = {
+        let store = Arc::clone(&store);
+        thread::spawn(move || store.lock().unwrap().push(K))
+    };
+    let rebuilder = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = store.lock().unwrap().clone();
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+            keys.contains(&K)
+        })
+    };
+    writer.join().unwrap();
+    let scanned = rebuilder.join().unwrap();
+    census.saw(!scanned);
+    assert_eq!(
+        core.filter().hasher().0,
+        1,
+        "the rebuild hashes with a new key"
+    );
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses an orphaned write's key"
+    );
+}
+
+#[test]
+fn loom_rebuild_an_orphan_is_reinserted_under_the_new_keys() {
+    explore("an orphaned write landing after the scan", |census| {
+        orphan_across_a_rekeyed_rebuild(Broken::default(), census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "misses an orphaned write's key")]
+fn loom_rebuild_control_orphans_not_reinserted() {
+    loom::model(|| {
+        orphan_across_a_rekeyed_rebuild(
+            Broken {
+                orphans_skipped: true,
                 ..Broken::default()
             },
             Census::default(),
@@ -270,7 +436,7 @@ fn create_across_two_rebuilds(broken: Broken, census: Census) {
         let (core, store) = (Arc::clone(&core), Arc::clone(&store));
         thread::spawn(move || {
             let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
-            let newest = ticket.next.unwrap_or(ticket.current);
+            let newest = ticket.next.unwrap_or(ticket.current).0;
             store.lock().unwrap().push(K);
             core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
             newest
@@ -298,6 +464,11 @@ fn create_across_two_rebuilds(broken: Broken, census: Census) {
     rebuilder.join().unwrap();
     census.saw(newest == 1);
     assert_eq!(core.stats().rebuilds, 2);
+    assert_eq!(
+        core.filter().hasher().0,
+        2,
+        "each rebuild hashes with a new key"
+    );
     assert!(
         core.filter().contains(&K),
         "the rebuilt filter misses a key whose create returned"

@@ -30,6 +30,25 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Attempts at one scanned key's insert that gives up under contention.
 const INSERT_ATTEMPTS: usize = 32;
 
+/// The first filter's capacity stays a rebuild's floor only up to this multiple of the keys
+/// the rebuild sizes for, plus [`FLOOR_SLACK`] keys: a filter built (or restored) for far more
+/// keys than it holds does not make every rebuild allocate for them.
+const FLOOR_FACTOR: usize = 8;
+/// Keys of floor a rebuild keeps beyond [`FLOOR_FACTOR`] times its keys (128 KiB of 16-bit
+/// fingerprints).
+const FLOOR_SLACK: usize = 1 << 16;
+
+/// The capacity a rebuild builds for: `len` fingerprints times the headroom, and at least the
+/// first filter's capacity `min_capacity` as far as [`FLOOR_FACTOR`] and [`FLOOR_SLACK`] allow.
+fn rebuild_capacity(len: usize, headroom: f64, min_capacity: usize) -> usize {
+    let need = (len as f64 * headroom).ceil() as usize;
+    let floor = min_capacity.min(
+        need.saturating_mul(FLOOR_FACTOR)
+            .saturating_add(FLOOR_SLACK),
+    );
+    need.max(floor)
+}
+
 /// What the rebuild log holds behind its lock.
 #[derive(Debug, Default)]
 struct Log {
@@ -60,7 +79,8 @@ pub(crate) struct LogSnapshot {
 #[derive(Debug)]
 pub(crate) struct RebuildLog {
     policy: RebuildPolicy,
-    /// The smallest capacity (in keys) a rebuild builds: the first filter's.
+    /// The smallest capacity (in keys) a rebuild builds, as far as [`rebuild_capacity`]
+    /// bounds it: the first filter's.
     min_capacity: usize,
     running: AtomicBool,
     /// Stale copies counted in total; the trigger compares the count since the last rebuild.
@@ -252,8 +272,9 @@ impl<H: BuildHasher> GuardCore<H> {
         self.gate.flip()
     }
 
-    /// [R3] Starts a rebuild under `claim`: builds the next filter, publishes it beside the
-    /// current one and flips the gate (or first waits for an earlier turn's phase).
+    /// [R3] Starts a rebuild under `claim`: builds the next filter (with fresh hash keys where
+    /// the builder made the hasher), publishes it beside the current one and flips the gate
+    /// (or first waits for an earlier turn's phase).
     pub(crate) fn begin_rebuild<'c, E>(
         &'c self,
         claim: RebuildClaim<'c>,
@@ -270,13 +291,16 @@ impl<H: BuildHasher> GuardCore<H> {
         let filters = self.filters.load(Ordering::Acquire, &pin);
         let current = Arc::clone(&filters.current);
         let len_before = current.filter.len();
-        let capacity = ((len_before as f64 * self.rebuilds.policy.headroom_value()).ceil()
-            as usize)
-            .max(self.rebuilds.min_capacity);
-        let filter = current
-            .filter
-            .sibling(capacity)
-            .map_err(GuardError::RebuildFilter)?;
+        let capacity = rebuild_capacity(
+            len_before,
+            self.rebuilds.policy.headroom_value(),
+            self.rebuilds.min_capacity,
+        );
+        let filter = match self.fresh_hasher(&current.filter) {
+            Some((hasher, keys)) => current.filter.sibling_hashed_by(capacity, hasher, keys),
+            None => current.filter.sibling(capacity),
+        }
+        .map_err(GuardError::RebuildFilter)?;
         let (id, undrained) = {
             let mut log = self.rebuilds.lock();
             log.next_id += 1;
@@ -339,8 +363,14 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            for hash in orphans {
-                self.insert(|filter| filter.insert_hash(hash))?;
+            #[cfg(cuckoo_loom)]
+            let orphans = if core.broken.orphans_skipped {
+                Vec::new()
+            } else {
+                orphans
+            };
+            for orphan in &orphans {
+                self.insert(|filter| filter.insert(orphan))?;
             }
         }
         Ok(true)
