@@ -760,7 +760,11 @@ fn passwords_are_never_printed_when_the_server_cannot_be_reached() {
                 snapshot_tool(&["build", "--db", db, "--out", out]),
             ];
             for output in runs {
-                let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    stderr(&output)
+                );
                 assert_eq!(output.status.code(), Some(2), "{text}");
                 assert!(text.starts_with("error: "), "{text}");
                 assert_hidden(&text, secret, db);

@@ -93,8 +93,7 @@ pub(crate) trait Guarded: Sync {
 /// puts a guard with `filter` in front of it.
 pub(crate) fn open(args: &DrillArgs, filter: CuckooFilter) -> Result<Box<dyn Backend>, CliError> {
     let db = args.db.as_deref().unwrap_or("");
-    if db.starts_with("postgres://") || db.starts_with("postgresql://") || looks_like_conninfo(db)
-    {
+    if db.starts_with("postgres://") || db.starts_with("postgresql://") || looks_like_conninfo(db) {
         Ok(Box::new(postgres::PostgresBackend::open(db, args, filter)?))
     } else if db.starts_with("redis://") {
         Ok(Box::new(redis::RedisBackend::open(db, args, filter)?))

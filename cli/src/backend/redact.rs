@@ -199,8 +199,7 @@ fn conninfo_pairs(db: &str) -> Option<Vec<(String, String)>> {
 
 /// A conninfo value as it can be read back.
 fn quote_conninfo(value: &str) -> String {
-    if !value.is_empty() && !value.contains(|c: char| c.is_whitespace() || c == '\'' || c == '\\')
-    {
+    if !value.is_empty() && !value.contains(|c: char| c.is_whitespace() || c == '\'' || c == '\\') {
         value.to_owned()
     } else {
         format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
