@@ -857,7 +857,7 @@ fn passwords_are_never_printed_in_reports_or_snapshot_builds() {
     ] {
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         assert!(output.status.success(), "{what}: {}", stderr(output));
-        assert!(stdout.contains(&format!("{hostname}")), "{what}: {stdout}");
+        assert!(stdout.contains(hostname), "{what}: {stdout}");
         assert_hidden(&format!("{stdout}{}", stderr(output)), secret, what);
     }
     let report: Value = serde_json::from_slice(&json_report.stdout).unwrap();
