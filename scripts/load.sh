@@ -7,8 +7,9 @@
 #   bash scripts/load.sh --short   # 5 s per run (CI); prints the table
 #
 # Each run: start the service on a free port (ROWS users seeded), fill its cache with the hot
-# set, then drive it with wrk and read the database queries it made from /stats. Fails if the
-# guard does not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s.
+# set, then drive it with wrk and read the database queries it made from /stats on the admin
+# listener (the public one answers 404 there, which each run checks). Fails if the guard does
+# not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,13 +62,13 @@ run() {
         sqlite) url="sqlite:$work/users.db"; label=SQLite ;;
         postgres) url=$DATABASE_URL; label=PostgreSQL ;;
     esac
-    args=(--db "$url" --listen 127.0.0.1:0 --seed "$ROWS" --table load_users)
+    args=(--db "$url" --listen 127.0.0.1:0 --admin-addr 127.0.0.1:0 --seed "$ROWS" --table load_users)
     if [ "$mode" = without ]; then args+=(--no-guard); fi
     "$service" "${args[@]}" >"$work/out" 2>"$work/err" &
     pid=$!
-    local base=""
+    local base="" admin=""
     for _ in $(seq 1 1200); do
-        base=$(grep -o 'http://[0-9.:]*' "$work/out" 2>/dev/null || true)
+        base=$(grep '^listening on ' "$work/out" 2>/dev/null | grep -o 'http://[0-9.:]*' || true)
         if [ -n "$base" ]; then break; fi
         if ! kill -0 "$pid" 2>/dev/null; then
             echo "error: the service stopped:" >&2
@@ -77,13 +78,20 @@ run() {
         sleep 0.1
     done
     if [ -z "$base" ]; then echo "error: the service did not start" >&2; exit 1; fi
+    admin=$(grep '^admin ' "$work/out" | grep -o 'http://[0-9.:]*')
+    local public_stats
+    public_stats=$(curl -s -o /dev/null -w '%{http_code}' "$base/stats")
+    if [ "$public_stats" != 404 ]; then
+        echo "error: the public listener answered $public_stats for /stats (expected 404)" >&2
+        exit 1
+    fi
 
     PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
     local before after
-    before=$(curl -sf "$base/stats")
+    before=$(curl -sf "$admin/stats")
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s scripts/attack.lua "$base" \
         >"$work/wrk"
-    after=$(curl -sf "$base/stats")
+    after=$(curl -sf "$admin/stats")
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     pid=""

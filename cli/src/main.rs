@@ -45,7 +45,8 @@ pub(crate) const MAX_THREADS: usize = 1024;
 /// Options of the drill.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DrillArgs {
-    /// The database: an SQLite file path, `postgres://...` or `redis://...`. Default: a new
+    /// The database: an SQLite file path, `postgres://...` (or a PostgreSQL key=value
+    /// connection string, `host=... dbname=...`) or `redis://...`. Default: a new
     /// SQLite file in a temporary directory, removed afterwards.
     #[arg(long, value_name = "PATH|URL")]
     pub(crate) db: Option<String>,

@@ -48,7 +48,8 @@ pub(crate) enum KeyType {
 /// Options of `snapshot build`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct BuildArgs {
-    /// The database: an SQLite file path, `postgres://...` or `redis://...`.
+    /// The database: an SQLite file path, `postgres://...` (or a PostgreSQL key=value
+    /// connection string, `host=... dbname=...`) or `redis://...`.
     #[arg(long, value_name = "PATH|URL")]
     db: String,
     /// The table (SQLite, PostgreSQL) or key namespace (Redis), with the drill's columns.

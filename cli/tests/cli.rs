@@ -712,3 +712,164 @@ fn snapshots_are_built_inspected_and_checked() {
     assert_eq!(missing_table.status.code(), Some(2));
     assert!(stderr(&missing_table).contains("does not exist"));
 }
+
+/// Fails if `text` holds `secret`, its percent-decoded form, or any piece of either between the
+/// characters a URL parser may split at.
+fn assert_hidden(text: &str, secret: &str, what: &str) {
+    let decoded = secret.replace("%40", "@");
+    for whole in [secret, decoded.as_str()] {
+        assert!(!text.contains(whole), "{what} printed {whole:?}:\n{text}");
+        for piece in whole.split(['?', '#', '/', '@', ' ']) {
+            assert!(
+                piece.len() < 3 || !text.contains(piece),
+                "{what} printed {piece:?} of {whole:?}:\n{text}"
+            );
+        }
+    }
+}
+
+/// Passwords with each character that moves a naive idea of where a URL's user info ends.
+const SECRETS: &[&str] = &[
+    "Sx3?Qc9-pw",
+    "Pa9#Xq9",
+    "Pz7%40Zk7",
+    "Pq4/Qw7",
+    "Pv2@Vx8",
+    "Ab1?Bb2#Cc3/Dd4@Ee5",
+];
+
+#[test]
+fn passwords_are_never_printed_when_the_server_cannot_be_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.cgsnap");
+    let out = out.to_str().unwrap();
+    for secret in SECRETS {
+        let conninfo_secret = secret.replace('\'', "");
+        // Nothing listens on port 1.
+        let dbs = [
+            format!("postgres://app:{secret}@127.0.0.1:1/test"),
+            format!("postgresql://127.0.0.1:1/test?user=app&password={secret}"),
+            format!("redis://:{secret}@127.0.0.1:1"),
+            format!("redis://app:{secret}@127.0.0.1:1/0"),
+            format!("host=127.0.0.1 port=1 user=app password='{conninfo_secret}' dbname=test"),
+        ];
+        for db in &dbs {
+            let runs = [
+                drill(&["--db", db, "--rows", "100", "--duration", "0.2"]),
+                drill(&["--json", "--db", db, "--rows", "100", "--duration", "0.2"]),
+                snapshot_tool(&["build", "--db", db, "--out", out]),
+            ];
+            for output in runs {
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    stderr(&output)
+                );
+                assert_eq!(output.status.code(), Some(2), "{text}");
+                assert!(text.starts_with("error: "), "{text}");
+                assert_hidden(&text, secret, db);
+            }
+        }
+    }
+}
+
+#[test]
+fn passwords_are_never_printed_in_reports_or_snapshot_builds() {
+    let Some(url) = server_url(&servers::POSTGRES) else {
+        return;
+    };
+    // The test server trusts local connections, so any password is accepted.
+    let Some((scheme, rest)) = url.split_once("://") else {
+        panic!("DATABASE_URL is not a URL: {url}");
+    };
+    let Some((user, host)) = rest.split_once('@') else {
+        panic!("DATABASE_URL has no user: {url}");
+    };
+    assert!(!user.contains(':'), "DATABASE_URL must carry no password");
+    let table = unique_table("cg_cli_redact");
+    // One password with `?`, `#`, an encoded `@` and `/` (a raw `@` makes the URL name
+    // another host; the unreachable-server test covers it).
+    let secret = "Sx3?Qc9#Rr%40Ee7/Tt5";
+    let with_password = format!("{scheme}://{user}:{secret}@{host}");
+    let text_report = drill(&[
+        "--db",
+        &with_password,
+        "--table",
+        &table,
+        "--rows",
+        "2000",
+        "--duration",
+        "0.3",
+        "--threads",
+        "2",
+    ]);
+    let json_report = drill(&[
+        "--json",
+        "--db",
+        &with_password,
+        "--table",
+        &table,
+        "--rows",
+        "2000",
+        "--duration",
+        "0.3",
+        "--threads",
+        "2",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.cgsnap");
+    let built = snapshot_tool(&[
+        "build",
+        "--db",
+        &with_password,
+        "--table",
+        &table,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // The same server as a key=value connection string.
+    let (host_port, dbname) = host.split_once('/').unwrap_or((host, "postgres"));
+    let (hostname, port) = host_port.split_once(':').unwrap_or((host_port, "5432"));
+    let conninfo_secret = "Kv1 ?Wq2#Xr3@Ys4/Zt5";
+    let conninfo = format!(
+        "host={hostname} port={port} user={user} password='{conninfo_secret}' dbname={dbname}"
+    );
+    let conninfo_report = drill(&[
+        "--json",
+        "--db",
+        &conninfo,
+        "--table",
+        &table,
+        "--rows",
+        "2000",
+        "--duration",
+        "0.3",
+        "--threads",
+        "2",
+    ]);
+    drop_pg_table(&url, &table);
+
+    for (what, output, secret) in [
+        ("the text report", &text_report, secret),
+        ("the JSON report", &json_report, secret),
+        ("snapshot build", &built, secret),
+        ("the key=value report", &conninfo_report, conninfo_secret),
+    ] {
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{what}: {}", stderr(output));
+        assert!(stdout.contains(hostname), "{what}: {stdout}");
+        assert_hidden(&format!("{stdout}{}", stderr(output)), secret, what);
+    }
+    let report: Value = serde_json::from_slice(&json_report.stdout).unwrap();
+    assert_eq!(report["setup"]["kind"], "postgres");
+    let shown = report["setup"]["db"].as_str().unwrap();
+    assert_eq!(shown, format!("PostgreSQL {scheme}://{user}:***@{host}"));
+    let conninfo: Value = serde_json::from_slice(&conninfo_report.stdout).unwrap();
+    assert!(
+        conninfo["setup"]["db"]
+            .as_str()
+            .unwrap()
+            .contains("password=***"),
+        "{conninfo}"
+    );
+}

@@ -2,10 +2,16 @@
 //! layer first (keys the filter reports absent are answered 404 from memory), a moka
 //! read-through cache for existing rows, then SQLite (by default) or PostgreSQL.
 //!
-//! Routes: `GET /users/{id}`, `POST /users` (`{"id": 1, "name": "ada"}`), `PUT /users/{id}`
-//! (`{"name": "ada"}`), `DELETE /users/{id}`, `GET /stats` (JSON) and `GET /metrics`
-//! (Prometheus text). Every database call goes through a counting store wrapper, so `/stats`
-//! and `/metrics` show the queries the guard saved.
+//! Public routes ([`build`]): `GET /users/{id}`, `POST /users` (`{"id": 1, "name": "ada"}`),
+//! `PUT /users/{id}` (`{"name": "ada"}`), `DELETE /users/{id}`. Admin routes
+//! ([`App::admin_router`], served on a separate listener that must stay private): `GET /stats`
+//! (JSON) and `GET /metrics` (Prometheus text). Every database call goes through a counting
+//! store wrapper, so they show the queries the guard saved; their false-positive counters
+//! would help an attacker find keys the filter wrongly admits, so they are not public.
+//!
+//! A name longer than [`Config::max_name_bytes`] is refused with 422 (a body too large to hold
+//! one, with 413); the cache is bounded in bytes ([`Config::cache_bytes`]). A failed database
+//! call answers 503 with a fixed body; its detail goes to the log (stderr).
 //!
 //! The cache is read-through with a 60 s time to live, and a write invalidates its key after
 //! the database write (in a task a disconnecting client cannot cancel). A lookup that read
@@ -50,7 +56,8 @@ use serde::{Deserialize, Serialize};
 /// ```
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
-/// Where the users live.
+/// Where the users live. Its `Debug` and every error about it leave out the URL's user info
+/// (where a password would be).
 ///
 /// # Examples
 ///
@@ -58,15 +65,56 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 /// use users_service::Database;
 ///
 /// assert_eq!("sqlite:users.db".parse(), Ok(Database::Sqlite("users.db".into())));
-/// assert!(matches!("postgres://postgres@127.0.0.1/test".parse(), Ok(Database::Postgres(_))));
+/// let postgres: Database = "postgres://app:pw@127.0.0.1/test".parse().unwrap();
+/// assert!(matches!(postgres, Database::Postgres(_)));
+/// assert!(!format!("{postgres:?}").contains("pw"));
 /// assert!("mysql://localhost".parse::<Database>().is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Database {
     /// An SQLite file (`sqlite:PATH`, or a bare path).
     Sqlite(PathBuf),
     /// A PostgreSQL URL (`postgres://...` or `postgresql://...`).
     Postgres(String),
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Database::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            Database::Postgres(url) => f
+                .debug_tuple("Postgres")
+                .field(&without_userinfo(url))
+                .finish(),
+        }
+    }
+}
+
+/// `url` for printing: its scheme and host, without user info or parameters (where a
+/// password would be). A password may hold `?`, `#`, `/` or `@`, so when an `@` follows the
+/// first `?` or `#` nothing tells where the user info ends, and nothing past the scheme is
+/// printed.
+fn without_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "***".to_owned();
+    };
+    let scheme = if scheme
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        scheme
+    } else {
+        "***"
+    };
+    let cut = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (head, tail) = rest.split_at(cut);
+    if tail.contains('@') {
+        return format!("{scheme}://***");
+    }
+    match head.rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &head[at + 1..]),
+        None => format!("{scheme}://{head}"),
+    }
 }
 
 impl std::str::FromStr for Database {
@@ -77,7 +125,8 @@ impl std::str::FromStr for Database {
             Ok(Database::Postgres(s.to_owned()))
         } else if s.contains("://") && !s.starts_with("sqlite://") {
             Err(format!(
-                "unsupported database {s:?}: give an SQLite path (sqlite:PATH) or a postgres:// URL"
+                "unsupported database {}: give an SQLite path (sqlite:PATH) or a postgres:// URL",
+                without_userinfo(s)
             ))
         } else {
             let path = s
@@ -116,12 +165,20 @@ pub struct Config {
     pub guard: bool,
     /// Database connections.
     pub connections: usize,
-    /// Rows the moka cache holds.
-    pub cache_capacity: u64,
+    /// Bytes the moka cache may hold: each row weighs its name's length plus
+    /// [`CACHE_ENTRY_OVERHEAD`].
+    pub cache_bytes: u64,
+    /// The longest name accepted, in bytes (UTF-8); a longer one is refused with 422.
+    pub max_name_bytes: usize,
 }
 
+/// What a cached row weighs beyond its name's bytes: its key, the string's header and the
+/// cache's own bookkeeping, roughly.
+pub const CACHE_ENTRY_OVERHEAD: usize = 64;
+
 impl Config {
-    /// The defaults for `database`: table `users`, no seed, guarded, 8 connections.
+    /// The defaults for `database`: table `users`, no seed, guarded, 8 connections, a 64 MiB
+    /// cache, names up to 1 KiB.
     ///
     /// # Examples
     ///
@@ -136,7 +193,8 @@ impl Config {
             seed: 0,
             guard: true,
             connections: 8,
-            cache_capacity: 100_000,
+            cache_bytes: 64 << 20,
+            max_name_bytes: 1024,
         }
     }
 }
@@ -289,9 +347,13 @@ impl Admit<i64> for Users {
     }
 }
 
-/// A failed database call, as the handlers report it.
+/// A failed database call, as the handlers report it: 503 with a fixed body; the detail
+/// (the database's error text) goes to the log only.
 #[derive(Debug)]
 struct DbError(String);
+
+/// The body of every 503: nothing of the database's error reaches the client.
+pub const UNAVAILABLE_BODY: &str = "database unavailable";
 
 impl<E: StdError> From<GuardError<E>> for DbError {
     fn from(error: GuardError<E>) -> Self {
@@ -301,7 +363,8 @@ impl<E: StdError> From<GuardError<E>> for DbError {
 
 impl IntoResponse for DbError {
     fn into_response(self) -> Response {
-        (StatusCode::SERVICE_UNAVAILABLE, self.0).into_response()
+        eprintln!("users-service: 503: {}", self.0);
+        (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE_BODY).into_response()
     }
 }
 
@@ -399,6 +462,7 @@ pub struct App {
     cache: moka::future::Cache<i64, String>,
     queries: Arc<Queries>,
     guarded: bool,
+    max_name_bytes: usize,
     prometheus: Arc<PrometheusRecorder>,
     metrics: PrometheusHandle,
     warm_up: tokio::sync::watch::Receiver<WarmUp>,
@@ -437,6 +501,44 @@ impl App {
     /// ```
     pub fn stats(&self) -> GuardStats {
         self.users.stats()
+    }
+
+    /// The admin routes, `GET /stats` (JSON) and `GET /metrics` (Prometheus text), to serve
+    /// on a listener of their own that only operators reach (never on the public one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_public, app) = users_service::build(&config).await?;
+    /// let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// tokio::spawn(async move { axum::serve(admin, app.admin_router()).await });
+    /// # Ok(()) }
+    /// ```
+    pub fn admin_router(&self) -> Router {
+        Router::new()
+            .route("/stats", get(stats))
+            .route("/metrics", get(metrics))
+            .with_state(self.clone())
+    }
+
+    /// The bytes of the names the cache holds now (after its pending evictions).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// assert_eq!(app.cached_name_bytes().await, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn cached_name_bytes(&self) -> u64 {
+        self.cache.run_pending_tasks().await;
+        self.cache.iter().map(|(_, name)| name.len() as u64).sum()
     }
 
     /// The database calls so far.
@@ -584,7 +686,8 @@ async fn open(config: &Config, queries: &Arc<Queries>) -> Result<Users, BoxError
 }
 
 /// Opens the database (seeding it if asked), starts the guard's warm-up in the background
-/// and returns the router with its state. Lookups pass through to the database until the
+/// and returns the public router (the users routes; the admin routes are on
+/// [`App::admin_router`]) with its state. Lookups pass through to the database until the
 /// warm-up has finished ([`App::ready`]).
 ///
 /// # Errors
@@ -612,11 +715,15 @@ pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
     let app = App {
         users: users.clone(),
         cache: moka::future::Cache::builder()
-            .max_capacity(config.cache_capacity)
+            .weigher(|_id: &i64, name: &String| {
+                u32::try_from(name.len().saturating_add(CACHE_ENTRY_OVERHEAD)).unwrap_or(u32::MAX)
+            })
+            .max_capacity(config.cache_bytes)
             .time_to_live(Duration::from_secs(60))
             .build(),
         queries,
         guarded: config.guard,
+        max_name_bytes: config.max_name_bytes,
         metrics: recorder.handle(),
         prometheus: Arc::new(recorder),
         warm_up: warm_up_state,
@@ -637,11 +744,12 @@ pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
     if config.guard {
         lookups = lookups.route_layer(GuardLayer::new(users, key::path_segment::<i64>(1)));
     }
+    // Room for the longest name with every character JSON-escaped (`\uXXXX`), and the rest.
+    let body_limit = config.max_name_bytes.saturating_mul(6).saturating_add(1024);
     let router = Router::new()
         .route("/users", axum::routing::post(create_user))
-        .route("/stats", get(stats))
-        .route("/metrics", get(metrics))
         .merge(lookups)
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .with_state(app.clone());
     Ok((router, app))
 }
@@ -701,6 +809,10 @@ async fn write_then_invalidate<T: Send + 'static>(
 }
 
 async fn write(app: &App, id: i64, name: String) -> Result<Response, DbError> {
+    if name.len() > app.max_name_bytes {
+        let message = format!("name longer than {} bytes", app.max_name_bytes);
+        return Ok((StatusCode::UNPROCESSABLE_ENTITY, message).into_response());
+    }
     let users = app.users.clone();
     let value = name.clone();
     let written = write_then_invalidate(app, id, async move { users.put(id, value).await }).await?;

@@ -4,6 +4,9 @@
 //! cargo run --release -p cuckoo-guard-users-service -- --seed 100000
 //! cargo run --release -p cuckoo-guard-users-service -- --db postgres://postgres@127.0.0.1:5432/test
 //! ```
+//!
+//! The users routes are served on `--listen`; `/stats` and `/metrics` only on `--admin-addr`
+//! (loopback by default), which must stay private.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -22,6 +25,10 @@ struct Args {
     /// The address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
+    /// The address of the admin routes (`/stats`, `/metrics`), or `off`; keep it private
+    /// (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:3001", value_name = "ADDR|off")]
+    admin_addr: AdminAddr,
     /// The users table (created if missing).
     #[arg(long, default_value = "users")]
     table: String,
@@ -34,6 +41,47 @@ struct Args {
     /// Database connections.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
     connections: u16,
+    /// Bytes the cache may hold (names, plus a fixed overhead per row).
+    #[arg(long, default_value_t = 64 << 20)]
+    cache_bytes: u64,
+    /// The longest name accepted, in bytes; longer ones are refused with 422.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    max_name_bytes: u32,
+}
+
+/// `--admin-addr`: an address, or `off`.
+#[derive(Debug, Clone, Copy)]
+enum AdminAddr {
+    Off,
+    At(SocketAddr),
+}
+
+impl std::str::FromStr for AdminAddr {
+    type Err = std::net::AddrParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "off" {
+            Ok(AdminAddr::Off)
+        } else {
+            s.parse().map(AdminAddr::At)
+        }
+    }
+}
+
+async fn bind(what: &str, addr: SocketAddr) -> Result<tokio::net::TcpListener, ExitCode> {
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => {
+            match listener.local_addr() {
+                Ok(addr) => println!("{what} on http://{addr}"),
+                Err(error) => eprintln!("{what} (address unknown: {error})"),
+            }
+            Ok(listener)
+        }
+        Err(error) => {
+            eprintln!("error: cannot listen on {addr}: {error}");
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
 #[tokio::main]
@@ -44,6 +92,8 @@ async fn main() -> ExitCode {
     config.seed = args.seed;
     config.guard = !args.no_guard;
     config.connections = usize::from(args.connections);
+    config.cache_bytes = args.cache_bytes;
+    config.max_name_bytes = args.max_name_bytes as usize;
     let (router, app) = match build(&config).await {
         Ok(built) => built,
         Err(error) => {
@@ -51,20 +101,28 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            eprintln!("error: cannot listen on {}: {error}", args.listen);
-            return ExitCode::from(2);
-        }
-    };
     if let Err(error) = app.ready().await {
         eprintln!("error: {error}");
         return ExitCode::from(2);
     }
-    match listener.local_addr() {
-        Ok(addr) => println!("listening on http://{addr}"),
-        Err(error) => eprintln!("listening (address unknown: {error})"),
+    let admin = match args.admin_addr {
+        AdminAddr::Off => None,
+        AdminAddr::At(addr) => match bind("admin (stats, metrics)", addr).await {
+            Ok(listener) => Some(listener),
+            Err(code) => return code,
+        },
+    };
+    let listener = match bind("listening", args.listen).await {
+        Ok(listener) => listener,
+        Err(code) => return code,
+    };
+    if let Some(admin) = admin {
+        let router = app.admin_router();
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(admin, router).await {
+                eprintln!("error: admin listener: {error}");
+            }
+        });
     }
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -10,6 +10,8 @@ use users_service::{build, App, Config, Database};
 
 struct Running {
     base: String,
+    /// The admin listener (`/stats`, `/metrics`).
+    admin: String,
     app: App,
     client: Client,
     table: Option<(String, String)>,
@@ -18,6 +20,14 @@ struct Running {
 
 impl Running {
     async fn start(database: &str, guard: bool, seed: u64) -> Option<Running> {
+        Running::start_with(database, |config| {
+            config.guard = guard;
+            config.seed = seed;
+        })
+        .await
+    }
+
+    async fn start_with(database: &str, configure: impl FnOnce(&mut Config)) -> Option<Running> {
         let dir = tempfile::tempdir().unwrap();
         let mut table = None;
         let database = match database {
@@ -45,19 +55,23 @@ impl Running {
         if let Some((_, name)) = &table {
             config.table = name.clone();
         }
-        config.guard = guard;
-        config.seed = seed;
         config.connections = 4;
+        configure(&mut config);
         let (router, app) = build(&config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin_addr = admin.local_addr().unwrap();
+        let admin_router = app.admin_router();
+        tokio::spawn(async move { axum::serve(admin, admin_router).await.unwrap() });
         tokio::time::timeout(Duration::from_secs(60), app.ready())
             .await
             .expect("the warm-up finishes")
             .unwrap();
         Some(Running {
             base: format!("http://{addr}"),
+            admin: format!("http://{admin_addr}"),
             app,
             client: Client::new(),
             table,
@@ -88,7 +102,7 @@ impl Running {
     }
 
     async fn stats(&self) -> Value {
-        let url = format!("{}/stats", self.base);
+        let url = format!("{}/stats", self.admin);
         self.client
             .get(url)
             .send()
@@ -183,7 +197,7 @@ async fn existing_absent_created_deleted(database: &str) {
     assert!(stats["blocked"].as_u64().unwrap() >= 1_995, "{stats}");
     let metrics = service
         .client
-        .get(format!("{}/metrics", service.base))
+        .get(format!("{}/metrics", service.admin))
         .send()
         .await
         .unwrap()
@@ -301,4 +315,167 @@ async fn bad_configuration_is_a_clear_error() {
 
     assert!("redis://127.0.0.1".parse::<Database>().is_err());
     assert!("sqlite:".parse::<Database>().is_err());
+}
+
+/// The counters (false positives among them) are for operators: the public listener does not
+/// serve them, the admin listener does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_and_metrics_are_only_on_the_admin_listener() {
+    let service = Running::start("sqlite", true, 10).await.unwrap();
+    for path in ["/stats", "/metrics"] {
+        let public = service
+            .client
+            .get(format!("{}{path}", service.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(public.status(), StatusCode::NOT_FOUND, "public {path}");
+        let admin = service
+            .client
+            .get(format!("{}{path}", service.admin))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(admin.status(), StatusCode::OK, "admin {path}");
+        assert!(!admin.text().await.unwrap().is_empty());
+    }
+    // The admin listener serves nothing else.
+    let users = service
+        .client
+        .get(format!("{}/users/1", service.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(users.status(), StatusCode::NOT_FOUND);
+}
+
+/// A name over the cap is refused with a short 422, a body far over it with 413, and
+/// nothing is written either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_names_are_refused() {
+    let service = Running::start_with("sqlite", |config| config.max_name_bytes = 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        service.create(1, &"a".repeat(100)).await,
+        StatusCode::CREATED
+    );
+    let refused = service
+        .client
+        .post(format!("{}/users", service.base))
+        .json(&json!({ "id": 2, "name": "a".repeat(101) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body = refused.text().await.unwrap();
+    assert!(body.contains("100 bytes") && body.len() < 100, "{body}");
+    let put = service
+        .client
+        .put(format!("{}/users/1", service.base))
+        .json(&json!({ "name": "é".repeat(51) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        put.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "bytes, not chars"
+    );
+    // Near axum's default 2 MiB limit: refused before it is parsed.
+    let huge = service
+        .client
+        .post(format!("{}/users", service.base))
+        .json(&json!({ "id": 3, "name": "a".repeat(2_000_000) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    for id in [2, 3] {
+        assert_eq!(service.get(id).await.0, StatusCode::NOT_FOUND, "id {id}");
+    }
+    assert_eq!(service.get(1).await.1.unwrap()["name"], "a".repeat(100));
+}
+
+/// The cache holds at most its byte budget, however long the cached names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_is_bounded_in_bytes() {
+    const BUDGET: u64 = 256 << 10;
+    const NAME: usize = 60 << 10;
+    let service = Running::start_with("sqlite", |config| {
+        config.max_name_bytes = NAME;
+        config.cache_bytes = BUDGET;
+    })
+    .await
+    .unwrap();
+    for id in 1..=40 {
+        assert_eq!(
+            service.create(id, &"n".repeat(NAME)).await,
+            StatusCode::CREATED
+        );
+    }
+    // Each lookup caches its row.
+    for id in 1..=40 {
+        assert_eq!(service.get(id).await.0, StatusCode::OK);
+    }
+    let cached = service.app.cached_name_bytes().await;
+    assert!(cached > 0, "the cache is in use");
+    assert!(cached <= BUDGET, "{cached} bytes cached, budget {BUDGET}");
+}
+
+/// A failed database call answers 503 with a fixed body: none of the database's error text
+/// (table names, SQL, server messages) reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_errors_are_not_echoed() {
+    let service = Running::start("sqlite", true, 10).await.unwrap();
+    let path = service._dir.path().join("users.db");
+    let conn = rusqlite_connection(&path);
+    conn.execute_batch("ALTER TABLE users RENAME TO users_gone_secret_name")
+        .unwrap();
+    let response = service
+        .client
+        .get(format!("{}/users/5", service.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body = response.text().await.unwrap();
+    assert_eq!(body, users_service::UNAVAILABLE_BODY);
+    let write = service
+        .client
+        .put(format!("{}/users/6", service.base))
+        .json(&json!({ "name": "x" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(write.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(write.text().await.unwrap(), users_service::UNAVAILABLE_BODY);
+}
+
+fn rusqlite_connection(path: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn
+}
+
+/// Neither a configuration error nor the configuration's `Debug` prints a password.
+#[tokio::test]
+async fn database_passwords_are_not_printed() {
+    for secret in ["Sx3?Qc9-pw", "Pa9#Xq9", "Pz7%40Zk7", "Pq4/Qw7", "Pv2@Vx8"] {
+        let unsupported = format!("mysql://app:{secret}@db.example/users");
+        let error = unsupported.parse::<Database>().unwrap_err();
+        assert!(error.contains("unsupported database"), "{error}");
+        let postgres = format!("postgres://app:{secret}@127.0.0.1:1/test?password={secret}");
+        let database: Database = postgres.parse().unwrap();
+        let config = Config::new(database.clone());
+        let build_error = build(&config)
+            .await
+            .expect_err("nothing listens on port 1")
+            .to_string();
+        for text in [error, format!("{config:?}"), build_error] {
+            for piece in secret.split(['?', '#', '/', '@']).filter(|p| p.len() >= 3) {
+                assert!(!text.contains(piece), "{secret:?} printed: {text}");
+            }
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! (count, clear, bulk load) each backend opens its own driver connection to the same data.
 
 mod postgres;
+mod redact;
 mod redis;
 mod sqlite;
 
@@ -18,6 +19,7 @@ use cuckoo_guard::CuckooFilter;
 use tokio::runtime::Runtime;
 
 use crate::{CliError, Context, DrillArgs};
+use redact::{looks_like_conninfo, redact};
 
 /// One engine as the drill uses it: the drill's table (a namespace in Redis), bulk access to it
 /// over the tool's own connection, and the guard in front of it.
@@ -91,11 +93,15 @@ pub(crate) trait Guarded: Sync {
 /// puts a guard with `filter` in front of it.
 pub(crate) fn open(args: &DrillArgs, filter: CuckooFilter) -> Result<Box<dyn Backend>, CliError> {
     let db = args.db.as_deref().unwrap_or("");
-    if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+    if db.starts_with("postgres://") || db.starts_with("postgresql://") || looks_like_conninfo(db) {
         Ok(Box::new(postgres::PostgresBackend::open(db, args, filter)?))
     } else if db.starts_with("redis://") {
         Ok(Box::new(redis::RedisBackend::open(db, args, filter)?))
     } else if let Some((scheme, _)) = db.split_once("://") {
+        let plain = scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        let scheme = if plain { scheme } else { "(not printed)" };
         Err(CliError::new(format!(
             "--db: unknown scheme {scheme:?}; give an SQLite file path, postgres://... or redis://..."
         )))
@@ -156,44 +162,6 @@ impl Table {
 /// statement the tool builds quotes its names with this.
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// The URL with any password replaced by `***`, for printing: the userinfo password (which
-/// may itself contain `/` or `@`) and any `password=` query parameter.
-fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let (head, query) = match url.find('?') {
-        Some(q) => (&url[..q], Some(&url[q..])),
-        None => (url, None),
-    };
-    // The userinfo ends at the last `@` of the part before the query.
-    let mut out = match head[scheme_end..].rfind('@') {
-        Some(at) => {
-            let userinfo = &head[scheme_end..scheme_end + at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            let password = if userinfo.contains(':') { ":***" } else { "" };
-            format!(
-                "{}{user}{password}{}",
-                &head[..scheme_end],
-                &head[scheme_end + at..]
-            )
-        }
-        None => head.to_string(),
-    };
-    if let Some(query) = query {
-        let redacted: Vec<String> = query[1..]
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
-                _ => pair.to_string(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&redacted.join("&"));
-    }
-    out
 }
 
 /// What the table holds before the drill loads it.
@@ -468,26 +436,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("postgres://user:secret@host:5432/db"),
-            "postgres://user:***@host:5432/db"
-        );
-        assert_eq!(redact("postgres://user@host/db"), "postgres://user@host/db");
-        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(redact("redis://:pw@host"), "redis://:***@host");
-        assert_eq!(redact("plain/path"), "plain/path");
-        assert_eq!(
-            redact("postgres://u:pa/ss@host/db"),
-            "postgres://u:***@host/db"
-        );
-        assert_eq!(
-            redact("postgres://host/db?user=u&password=secret&x=1"),
-            "postgres://host/db?user=u&password=***&x=1"
-        );
-    }
 
     #[test]
     fn identifiers_are_quoted() {
