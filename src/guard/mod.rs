@@ -110,6 +110,7 @@
 
 mod async_guard;
 pub(crate) mod core;
+mod memo;
 mod memory;
 mod periodic;
 mod rebuild;
@@ -121,6 +122,7 @@ use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
 pub use self::core::Admission;
+pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
 pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
@@ -259,7 +261,8 @@ pub struct GuardStats {
     pub lookups: u64,
     /// Lookups the filter answered "absent" without the store.
     pub blocked: u64,
-    /// Lookups that went to the store (filter said "maybe", or the guard was warming).
+    /// Lookups the filter passed (it said "maybe", or the guard was warming): each went to
+    /// the store, or was a [`memo_hits`](Self::memo_hits).
     pub passed: u64,
     /// Of `passed`, those sent to the store because the warm-up had not finished.
     pub passed_while_warming: u64,
@@ -267,8 +270,17 @@ pub struct GuardStats {
     pub store_hits: u64,
     /// Lookups the filter passed and the store then answered "no such key".
     pub false_positives: u64,
-    /// `false_positives / (false_positives + blocked)`: the share of absent keys the filter
-    /// failed to block.
+    /// Lookups the filter passed that the false-positive memo answered "absent" without the
+    /// store: replays of a key the store had just answered absent (see
+    /// [`CacheGuard::with_memo`]).
+    pub memo_hits: u64,
+    /// Slots of the false-positive memo (0: no memo).
+    pub memo_entries: usize,
+    /// Memo slots a write of unknown outcome disabled for good (its key may appear at any
+    /// later time, so its slot no longer remembers absent keys).
+    pub memo_slots_disabled: usize,
+    /// `(false_positives + memo_hits) / (false_positives + memo_hits + blocked)`: the share of
+    /// absent keys the filter failed to block.
     pub observed_false_positive_rate: f64,
     /// The rate the filter's width gives at its current load.
     pub expected_false_positive_rate: f64,

@@ -57,8 +57,9 @@ pub struct ScanPage<K, C> {
 /// # Ok::<(), std::convert::Infallible>(())
 /// ```
 pub trait Store {
-    /// The key type; the guard hashes it into the filter.
-    type Key: Hash;
+    /// The key type; the guard hashes it into the filter, and keeps copies of a few absent
+    /// ones in its false-positive memo (compared with `Eq`, shared between threads).
+    type Key: Hash + Eq + Clone + Send;
     /// The value type.
     type Value;
     /// Where a key scan resumes.
@@ -165,8 +166,8 @@ pub trait Store {
 /// # }
 /// ```
 pub trait AsyncStore: Send + Sync {
-    /// The key type; the guard hashes it into the filter.
-    type Key: Hash + Send + Sync;
+    /// As [`Store::Key`].
+    type Key: Hash + Eq + Clone + Send + Sync;
     /// The value type.
     type Value: Send;
     /// Where a key scan resumes.
