@@ -34,6 +34,7 @@ struct Counting {
     rows: MemoryStore<u64, u64>,
     gets: AtomicU64,
     after_read: Mutex<Option<Hook>>,
+    before_write: Mutex<Option<Hook>>,
 }
 
 impl Counting {
@@ -42,6 +43,7 @@ impl Counting {
             rows: MemoryStore::from_rows((0..ROWS).map(|k| (k, k))),
             gets: AtomicU64::new(0),
             after_read: Mutex::new(None),
+            before_write: Mutex::new(None),
         }
     }
     fn gets(&self) -> u64 {
@@ -64,6 +66,9 @@ impl Store for Counting {
         value
     }
     fn put(&self, key: &u64, value: &u64) -> Result<Written, Self::Error> {
+        if let Some(hook) = &*self.before_write.lock().unwrap() {
+            hook(*key);
+        }
         Store::put(&self.rows, key, value)
     }
     fn delete(&self, key: &u64) -> Result<bool, Self::Error> {
@@ -208,6 +213,31 @@ fn a_lookup_whose_read_raced_a_create_installs_nothing() {
     assert_eq!(guard.get(&key).unwrap(), Some(7));
 }
 
+/// A lookup that runs whole while a create of its key is in flight (its memo step done, its
+/// store write not yet landed) reads "absent" and must install nothing: the write lands
+/// after the read.
+#[test]
+fn a_lookup_during_a_create_in_flight_installs_nothing() {
+    let guard = sync_guard();
+    let key = false_positives(|k| guard.may_contain(k), 1)[0];
+    let (writing_tx, writing_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    *guard.store().before_write.lock().unwrap() = Some(Box::new(move |_| {
+        writing_tx.send(()).unwrap();
+        go_rx.lock().unwrap().recv().unwrap();
+    }));
+    let creator = {
+        let guard = guard.clone();
+        thread::spawn(move || guard.put(&key, &5).unwrap())
+    };
+    writing_rx.recv().unwrap();
+    assert_eq!(guard.get(&key).unwrap(), None, "the write has not landed");
+    go_tx.send(()).unwrap();
+    assert_eq!(creator.join().unwrap(), Written::Created);
+    assert_eq!(guard.get(&key).unwrap(), Some(5));
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .build()
@@ -242,6 +272,19 @@ struct Paused {
     inner: Counting,
     hold: AtomicBool,
     released: AtomicBool,
+    /// Puts never return (a write stuck in flight, its future to be dropped).
+    stuck_writes: AtomicBool,
+}
+
+impl Paused {
+    fn new() -> Self {
+        Paused {
+            inner: Counting::new(),
+            hold: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            stuck_writes: AtomicBool::new(false),
+        }
+    }
 }
 
 impl AsyncStore for Paused {
@@ -266,6 +309,9 @@ impl AsyncStore for Paused {
         value
     }
     async fn put(&self, key: &u64, value: &u64) -> Result<Written, Self::Error> {
+        if self.stuck_writes.load(SeqCst) {
+            std::future::pending::<()>().await;
+        }
         Store::put(&self.inner, key, value)
     }
     async fn delete(&self, key: &u64) -> Result<bool, Self::Error> {
@@ -287,15 +333,8 @@ impl AsyncStore for Paused {
 fn async_a_lookup_whose_read_raced_a_create_installs_nothing_finished_or_dropped() {
     for drop_it in [false, true] {
         runtime().block_on(async {
-            let guard = AsyncCacheGuard::with_policy(
-                filter(),
-                Paused {
-                    inner: Counting::new(),
-                    hold: AtomicBool::new(false),
-                    released: AtomicBool::new(false),
-                },
-                RebuildPolicy::manual(),
-            );
+            let guard =
+                AsyncCacheGuard::with_policy(filter(), Paused::new(), RebuildPolicy::manual());
             guard.warm_up(1_000, |_| {}).await.unwrap();
             let key = false_positives(|k| guard.may_contain(k), 1)[0];
             guard.store().hold.store(true, SeqCst);
@@ -323,6 +362,28 @@ fn async_a_lookup_whose_read_raced_a_create_installs_nothing_finished_or_dropped
             );
         });
     }
+}
+
+/// A put future dropped during its store write: the write may land at any later time, so its
+/// key's slot stops remembering. A lookup between the drop and the late landing reads
+/// "absent" and must install nothing.
+#[test]
+fn async_a_dropped_put_disables_its_slot() {
+    runtime().block_on(async {
+        let guard = AsyncCacheGuard::with_policy(filter(), Paused::new(), RebuildPolicy::manual());
+        guard.warm_up(1_000, |_| {}).await.unwrap();
+        let key = false_positives(|k| guard.may_contain(k), 1)[0];
+        guard.store().stuck_writes.store(true, SeqCst);
+        let mut put = Box::pin(guard.put(&key, &3));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(put.as_mut().poll(&mut cx).is_pending());
+        drop(put);
+        assert_eq!(guard.stats().memo_slots_disabled, 1);
+        assert_eq!(guard.get(&key).await.unwrap(), None);
+        // The write lands late.
+        Store::put(&guard.store().inner.rows, &key, &3).unwrap();
+        assert_eq!(guard.get(&key).await.unwrap(), Some(3));
+    });
 }
 
 /// Readers replay false-positive keys while writers create them (and a rebuild runs): a
