@@ -29,6 +29,16 @@
 //!
 //! Each rule is tested in `tests/guard.rs`.
 //!
+//! # False-positive memo
+//!
+//! A key the filter wrongly admits costs a store read each time it is looked up, and stays
+//! admitted until a rebuild. The guard remembers a bounded number of keys the store answered
+//! absent after the filter admitted them, and answers a replay of one without the store
+//! ([`GuardStats::memo_hits`], [`CacheGuard::with_memo`]). Every put of a key clears its entry
+//! before its store write, as rule 1 inserts before it, and a lookup installs its "absent"
+//! only if no put of a key of its slot began since it looked (the protocol and its argument
+//! are in the `memo` module's source).
+//!
 //! # Warm-up
 //!
 //! A new guard is *warming*: its filter holds only keys created through it, so every lookup
