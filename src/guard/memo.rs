@@ -296,20 +296,20 @@ impl<K: Hash + Eq + Clone> Memo<K> {
         let mut slot = lock(&self.slots[index]);
         slot.version += 1;
         slot.writing += 1;
-        // Counted before the comparison: if `eq` panics, no `MemoWrite` exists to uncount it,
-        // and the slot stays refusing installs, the safe side.
-        let write = MemoWrite {
-            memo: self,
-            slot: Some(index),
-        };
+        // Counted before the comparison, and the `MemoWrite` made after it: if `eq` panics,
+        // nothing uncounts the put, and the slot refuses installs for good, the safe side.
         #[cfg(cuckoo_loom)]
-        if self.broken.clear_skipped {
-            return write;
-        }
-        if slot.entry.as_ref() == Some(key) {
+        let clear = !self.broken.clear_skipped;
+        #[cfg(not(cuckoo_loom))]
+        let clear = true;
+        if clear && slot.entry.as_ref() == Some(key) {
             slot.entry = None;
         }
-        write
+        drop(slot);
+        MemoWrite {
+            memo: self,
+            slot: Some(index),
+        }
     }
 }
 
@@ -410,6 +410,34 @@ mod tests {
         assert!(matches!(
             memo.probe(&1, Admission::Pass),
             Probe::Miss { .. }
+        ));
+    }
+
+    /// A key whose comparison panics when either side says so.
+    #[derive(Debug, Clone, Hash)]
+    struct Touchy(u64, bool);
+
+    impl PartialEq for Touchy {
+        fn eq(&self, other: &Self) -> bool {
+            assert!(!self.1 && !other.1, "a key comparison panicked");
+            self.0 == other.0
+        }
+    }
+    impl Eq for Touchy {}
+
+    #[test]
+    fn a_put_whose_key_comparison_panics_leaves_its_slot_refusing_installs() {
+        let memo = Memo::new(1);
+        let probe = memo.probe(&Touchy(1, false), Admission::Pass);
+        assert!(memo.settle(&Touchy(1, false), probe, &Ok::<Option<()>, ()>(None)));
+        let put = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            memo.begin_write(&Touchy(1, true)).end(true);
+        }));
+        assert!(put.is_err());
+        // The slot is usable (no deadlock, the poison ignored) and notes no version.
+        assert!(matches!(
+            memo.probe(&Touchy(2, false), Admission::Pass),
+            Probe::Skip
         ));
     }
 
