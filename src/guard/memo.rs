@@ -40,16 +40,17 @@
 //! since ([M1] removes it, under the slot's lock, so the removal and the install are ordered).
 //! Take a lookup that installs `k`, having noted version `v` ([M3]) and read "absent":
 //!
-//! - A put of `k` that began after the note bumped the version before the install's check
-//!   (both hold the lock; the check comes after the store read, the note before it): the
-//!   install is refused. If it began after the install, its [M1] removes the entry before its
-//!   store write.
+//! - A put of `k` that began after the note: its [M1] and the install take the slot's lock one
+//!   after the other. [M1] first: the version moved, the install is refused. The install
+//!   first: [M1] removes the entry, before the put's store write.
 //! - A put of `k` in flight at the note (between its [M1] and its [M2]) made the lookup note
 //!   nothing, so it installs nothing.
 //! - A put of `k` that ended before the note ([M2] for a write that landed) had its store
-//!   write return before the lookup's store read began, so that read saw the row: it did not
-//!   answer "absent". One whose outcome was unknown disabled the slot for good, so its write
-//!   landing late cannot meet an entry.
+//!   write return before the lookup's store read began, so that read saw the row (the store
+//!   contract: a read sees every write that returned before it began): it did not answer
+//!   "absent". One whose outcome was unknown disabled the slot for good, so its write landing
+//!   late cannot meet an entry. One whose key comparison panicked in [M1] is never uncounted,
+//!   so the slot notes no version again.
 //!
 //! So every entry is a key that was absent at a store read after the last put of it ended, with
 //! no put of it begun since: it is absent now. A lookup that begins after a create returned
