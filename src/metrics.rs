@@ -15,6 +15,7 @@
 //! | `cuckoo_guard_passed_while_warming_total` | counter | [`GuardStats::passed_while_warming`] |
 //! | `cuckoo_guard_store_hits_total` | counter | [`GuardStats::store_hits`] |
 //! | `cuckoo_guard_false_positives_total` | counter | [`GuardStats::false_positives`] |
+//! | `cuckoo_guard_memo_hits_total` | counter | [`GuardStats::memo_hits`] |
 //! | `cuckoo_guard_store_errors_total` | counter | [`GuardStats::store_errors`] |
 //! | `cuckoo_guard_writes_total{kind}` | counter | creates, updates, deletes |
 //! | `cuckoo_guard_writes_refused_total{reason}` | counter | `full`, `contended` |
@@ -29,6 +30,8 @@
 //! | `cuckoo_guard_stale_copies` | gauge | [`GuardStats::stale_copies`] |
 //! | `cuckoo_guard_missing_copies_total` | counter | [`GuardStats::missing_copies`]: writes that bypassed the guard |
 //! | `cuckoo_guard_orphaned_writes` | gauge | [`GuardStats::orphaned_writes`] |
+//! | `cuckoo_guard_memo_entries` | gauge | [`GuardStats::memo_entries`] |
+//! | `cuckoo_guard_memo_slots_disabled` | gauge | [`GuardStats::memo_slots_disabled`] |
 //! | `cuckoo_guard_warming` | gauge | 1 while warming up, else 0 |
 //! | `cuckoo_guard_rebuilding` | gauge | 1 while a rebuild runs, else 0 |
 //! | `cuckoo_guard_last_rebuild_seconds` | gauge | the last rebuild's duration |
@@ -95,6 +98,21 @@ pub fn describe() {
         "Lookups the filter passed and the store found absent."
     );
     describe_counter!(
+        "cuckoo_guard_memo_hits_total",
+        Unit::Count,
+        "Lookups the filter passed that the false-positive memo answered absent without the store."
+    );
+    describe_gauge!(
+        "cuckoo_guard_memo_entries",
+        Unit::Count,
+        "Slots of the false-positive memo."
+    );
+    describe_gauge!(
+        "cuckoo_guard_memo_slots_disabled",
+        Unit::Count,
+        "Memo slots a write of unknown outcome disabled."
+    );
+    describe_counter!(
         "cuckoo_guard_store_errors_total",
         Unit::Count,
         "Store calls that failed."
@@ -121,7 +139,7 @@ pub fn describe() {
     );
     describe_gauge!(
         "cuckoo_guard_observed_false_positive_rate",
-        "False positives over false positives plus blocked lookups."
+        "False positives (store reads and memo hits) over those plus blocked lookups."
     );
     describe_gauge!(
         "cuckoo_guard_expected_false_positive_rate",
@@ -202,6 +220,7 @@ pub fn record(stats: &GuardStats, name: &str) {
         ),
         ("cuckoo_guard_store_hits_total", stats.store_hits),
         ("cuckoo_guard_false_positives_total", stats.false_positives),
+        ("cuckoo_guard_memo_hits_total", stats.memo_hits),
         ("cuckoo_guard_store_errors_total", stats.store_errors),
         ("cuckoo_guard_growth_steps_total", stats.growth_steps),
         ("cuckoo_guard_missing_copies_total", stats.missing_copies),
@@ -252,6 +271,11 @@ pub fn record(stats: &GuardStats, name: &str) {
         ),
         ("cuckoo_guard_stale_copies", stats.stale_copies as f64),
         ("cuckoo_guard_orphaned_writes", stats.orphaned_writes as f64),
+        ("cuckoo_guard_memo_entries", stats.memo_entries as f64),
+        (
+            "cuckoo_guard_memo_slots_disabled",
+            stats.memo_slots_disabled as f64,
+        ),
         ("cuckoo_guard_warming", f64::from(u8::from(stats.warming))),
         (
             "cuckoo_guard_rebuilding",
@@ -337,6 +361,14 @@ mod tests {
         assert_eq!(
             find(MetricKind::Gauge, "cuckoo_guard_warming", &[]),
             &DebugValue::Gauge(0.0.into())
+        );
+        assert_eq!(
+            find(MetricKind::Counter, "cuckoo_guard_memo_hits_total", &[]),
+            &DebugValue::Counter(stats.memo_hits)
+        );
+        assert_eq!(
+            find(MetricKind::Gauge, "cuckoo_guard_memo_entries", &[]),
+            &DebugValue::Gauge(1024.0.into())
         );
     }
 }

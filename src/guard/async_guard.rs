@@ -10,6 +10,7 @@ use std::time::Duration;
 use ahash::RandomState;
 
 use super::core::{Admission, CreatesDrain, GuardCore, RebuildClaim, Step, WarmUp};
+use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
 #[cfg(feature = "tokio")]
 use super::periodic::{self, PeriodicSeal, Turn};
 use super::restart::{self, new_seal_id, Restart, Sealed};
@@ -49,6 +50,8 @@ pub struct AsyncCacheGuard<St: AsyncStore, H = RandomState> {
 
 struct Inner<St: AsyncStore, H> {
     core: GuardCore<H>,
+    /// Keys the store just answered absent after the filter admitted them.
+    memo: Memo<St::Key>,
     store: St,
     warm_up: WarmUp<St::Cursor>,
     /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
@@ -111,6 +114,7 @@ where
         AsyncCacheGuard {
             inner: Arc::new(Inner {
                 core: GuardCore::new(filter, policy),
+                memo: Memo::new(DEFAULT_MEMO_ENTRIES),
                 store,
                 warm_up,
                 spawn: spawn_rebuild::<St, H>,
@@ -205,6 +209,31 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         self.core().policy()
     }
 
+    /// As [`CacheGuard::with_memo`](super::CacheGuard::with_memo). A lookup future dropped
+    /// after its store read installs nothing; a put future dropped during its store write
+    /// disables its key's memo slot.
+    ///
+    /// # Errors
+    ///
+    /// [`MemoError::Shared`] if the guard has clones (or a background rebuild holds it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new())
+    ///     .with_memo(0)?; // no memo
+    /// assert_eq!(guard.stats().memo_entries, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_memo(mut self, entries: usize) -> Result<Self, MemoError> {
+        let inner = Arc::get_mut(&mut self.inner).ok_or(MemoError::Shared)?;
+        inner.memo = Memo::new(entries);
+        Ok(self)
+    }
+
     /// As [`CacheGuard::get`](super::CacheGuard::get).
     ///
     /// # Errors
@@ -263,8 +292,15 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         if admission.is_blocked() {
             return Ok(None);
         }
+        let probe = self.inner.memo.probe(key, admission);
+        if let Probe::Hit = probe {
+            self.core().observe_memo_hit();
+            return Ok(None);
+        }
+        // If this future is dropped while the store call runs, the memo installs nothing.
         let result = self.inner.store.get(key).await;
         self.core().observe_get(admission, &result);
+        self.inner.memo.settle(key, probe, &result);
         result.map_err(GuardError::Store)
     }
 
@@ -309,9 +345,16 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         St::Key: Clone + 'static,
     {
         let ticket = self.core().begin_put(key)?;
+        // Clears the key's memo entry before the store write.
+        let memo = self.inner.memo.begin_write(key);
         // If this future is dropped while the store call runs, the ticket's drop keeps the
-        // copies and records the key as an orphan: the write may still land (rule 4, [R1]).
+        // copies and records the key as an orphan, and the memo write's drop disables the
+        // key's memo slot: the write may still land (rule 4, [R1]).
         let result = self.inner.store.put(key, value).await;
+        memo.end(match &result {
+            Ok(_) => true,
+            Err(error) => !St::write_outcome_unknown(error),
+        });
         let trigger = self
             .core()
             .end_put(ticket, &result, St::write_outcome_unknown);
@@ -427,7 +470,10 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert_eq!(guard.stats().lookups, 0);
     /// ```
     pub fn stats(&self) -> GuardStats {
-        self.core().stats()
+        let mut stats = self.core().stats();
+        stats.memo_entries = self.inner.memo.entries();
+        stats.memo_slots_disabled = self.inner.memo.disabled();
+        stats
     }
 
     /// As [`CacheGuard::filter`](super::CacheGuard::filter).

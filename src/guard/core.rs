@@ -233,6 +233,7 @@ struct Shard {
     warming: AtomicU64,
     store_hits: AtomicU64,
     false_positives: AtomicU64,
+    memo_hits: AtomicU64,
     store_errors: AtomicU64,
     creates: AtomicU64,
     updates: AtomicU64,
@@ -402,6 +403,12 @@ impl<H: BuildHasher> GuardCore<H> {
             Ok(None) => {}
             Err(_) => bump(&shard.store_errors),
         }
+    }
+
+    /// Lookup step 2 when the false-positive memo answered "absent" (module `memo`): a false
+    /// positive of the filter that cost no store read.
+    pub(super) fn observe_memo_hit(&self) {
+        bump(&self.shard().memo_hits);
     }
 
     /// Create step 1 (rule 1, rule 3, [R1]): add a copy of the key to the current filter, and
@@ -648,7 +655,9 @@ impl<H: BuildHasher> GuardCore<H> {
         let passed = sum(|s| &s.passed);
         let warming = sum(|s| &s.warming);
         let false_positives = sum(|s| &s.false_positives);
-        let negatives = blocked + false_positives;
+        let memo_hits = sum(|s| &s.memo_hits);
+        // Memo hits are false positives of the filter too, answered without the store.
+        let negatives = blocked + false_positives + memo_hits;
         let filter = self.filter();
         let log = self.rebuilds.snapshot();
         let growth_steps = filter.growth_steps();
@@ -662,8 +671,12 @@ impl<H: BuildHasher> GuardCore<H> {
             observed_false_positive_rate: if negatives == 0 {
                 0.0
             } else {
-                false_positives as f64 / negatives as f64
+                (false_positives + memo_hits) as f64 / negatives as f64
             },
+            memo_hits,
+            // Filled in by the guard, which owns the memo.
+            memo_entries: 0,
+            memo_slots_disabled: 0,
             expected_false_positive_rate: filter.expected_false_positive_rate(),
             configured_false_positive_rate: filter.configured_false_positive_rate(),
             store_errors: sum(|s| &s.store_errors),

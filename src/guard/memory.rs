@@ -126,7 +126,7 @@ impl<K: Ord, V> MemoryStore<K, V> {
     }
 }
 
-impl<K: Ord + Hash + Clone, V: Clone> Store for MemoryStore<K, V> {
+impl<K: Ord + Hash + Clone + Send, V: Clone> Store for MemoryStore<K, V> {
     type Key = K;
     type Value = V;
     type Cursor = K;

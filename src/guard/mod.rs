@@ -29,6 +29,16 @@
 //!
 //! Each rule is tested in `tests/guard.rs`.
 //!
+//! # False-positive memo
+//!
+//! A key the filter wrongly admits costs a store read each time it is looked up, and stays
+//! admitted until a rebuild. The guard remembers a bounded number of keys the store answered
+//! absent after the filter admitted them, and answers a replay of one without the store
+//! ([`GuardStats::memo_hits`], [`CacheGuard::with_memo`]). Every put of a key clears its entry
+//! before its store write, as rule 1 inserts before it, and a lookup installs its "absent"
+//! only if no put of a key of its slot began since it looked (the protocol and its argument
+//! are in the `memo` module's source).
+//!
 //! # Warm-up
 //!
 //! A new guard is *warming*: its filter holds only keys created through it, so every lookup
@@ -117,6 +127,7 @@
 
 mod async_guard;
 pub(crate) mod core;
+mod memo;
 mod memory;
 mod periodic;
 mod rebuild;
@@ -128,6 +139,7 @@ use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
 pub use self::core::Admission;
+pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
 pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
@@ -266,7 +278,8 @@ pub struct GuardStats {
     pub lookups: u64,
     /// Lookups the filter answered "absent" without the store.
     pub blocked: u64,
-    /// Lookups that went to the store (filter said "maybe", or the guard was warming).
+    /// Lookups the filter passed (it said "maybe", or the guard was warming): each went to
+    /// the store, or was a [`memo_hits`](Self::memo_hits).
     pub passed: u64,
     /// Of `passed`, those sent to the store because the warm-up had not finished.
     pub passed_while_warming: u64,
@@ -274,8 +287,17 @@ pub struct GuardStats {
     pub store_hits: u64,
     /// Lookups the filter passed and the store then answered "no such key".
     pub false_positives: u64,
-    /// `false_positives / (false_positives + blocked)`: the share of absent keys the filter
-    /// failed to block.
+    /// Lookups the filter passed that the false-positive memo answered "absent" without the
+    /// store: replays of a key the store had just answered absent (see
+    /// [`CacheGuard::with_memo`]).
+    pub memo_hits: u64,
+    /// Slots of the false-positive memo (0: no memo).
+    pub memo_entries: usize,
+    /// Memo slots a write of unknown outcome disabled for good (its key may appear at any
+    /// later time, so its slot no longer remembers absent keys).
+    pub memo_slots_disabled: usize,
+    /// `(false_positives + memo_hits) / (false_positives + memo_hits + blocked)`: the share of
+    /// absent keys the filter failed to block.
     pub observed_false_positive_rate: f64,
     /// The rate the filter's width gives at its current load.
     pub expected_false_positive_rate: f64,

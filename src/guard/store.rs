@@ -40,6 +40,8 @@ pub struct ScanPage<K, C> {
 /// - `put` is an upsert and says truthfully whether it created the key or updated it; two
 ///   concurrent `put`s of one new key must report one `Created` and one `Updated`.
 /// - `delete` says whether a key was deleted.
+/// - A `get` that begins after a `put` returned sees that put's write (no stale replica reads):
+///   the guard's false-positive memo trusts a `get`'s "absent" until the next `put` of the key.
 /// - A scan started with `scan_keys(None, n)` and continued with each page's `next` returns
 ///   every key that exists for the whole scan exactly once.
 /// - Errors are returned, never swallowed into `Ok(None)` or `Ok(false)`.
@@ -57,8 +59,9 @@ pub struct ScanPage<K, C> {
 /// # Ok::<(), std::convert::Infallible>(())
 /// ```
 pub trait Store {
-    /// The key type; the guard hashes it into the filter.
-    type Key: Hash;
+    /// The key type; the guard hashes it into the filter, and keeps copies of a few absent
+    /// ones in its false-positive memo (compared with `Eq`, shared between threads).
+    type Key: Hash + Eq + Clone + Send;
     /// The value type.
     type Value;
     /// Where a key scan resumes.
@@ -165,8 +168,8 @@ pub trait Store {
 /// # }
 /// ```
 pub trait AsyncStore: Send + Sync {
-    /// The key type; the guard hashes it into the filter.
-    type Key: Hash + Send + Sync;
+    /// As [`Store::Key`].
+    type Key: Hash + Eq + Clone + Send + Sync;
     /// The value type.
     type Value: Send;
     /// Where a key scan resumes.

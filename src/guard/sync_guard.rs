@@ -9,6 +9,7 @@ use std::time::Duration;
 use ahash::RandomState;
 
 use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
+use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
 use super::periodic::{self, PeriodicSeal, Turn};
 use super::restart::{self, new_seal_id, Restart, Sealed};
 use super::store::{Store, Written};
@@ -45,6 +46,8 @@ pub struct CacheGuard<St: Store, H = RandomState> {
 
 struct Inner<St: Store, H> {
     core: GuardCore<H>,
+    /// Keys the store just answered absent after the filter admitted them.
+    memo: Memo<St::Key>,
     store: St,
     warm_up: WarmUp<St::Cursor>,
     /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
@@ -113,6 +116,7 @@ where
         CacheGuard {
             inner: Arc::new(Inner {
                 core: GuardCore::new(filter, policy),
+                memo: Memo::new(DEFAULT_MEMO_ENTRIES),
                 store,
                 warm_up,
                 spawn: spawn_rebuild::<St, H>,
@@ -313,8 +317,44 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         self.core().policy()
     }
 
+    /// Gives the guard a false-positive memo of `entries` slots (1,024 by default; 0 turns it
+    /// off), on a guard not yet cloned or shared.
+    ///
+    /// A key the filter wrongly admits (a false positive) stays admitted until a rebuild, and
+    /// each lookup of it costs a store read; a client replaying one such key would make every
+    /// request a database read. After the store answers "absent" for a key the filter passed,
+    /// the guard remembers the key (the whole key, not a hash); a later lookup of it is
+    /// answered "absent" without the store ([`GuardStats::memo_hits`]) until a
+    /// [`put`](Self::put) of that key, which clears it before its store write. Each slot holds
+    /// one key (the newest); a slot a write of unknown outcome touched stops remembering
+    /// ([`GuardStats::memo_slots_disabled`]), since that write may land at any later time.
+    /// Memory: `entries` keys and a few words each.
+    ///
+    /// # Errors
+    ///
+    /// [`MemoError::Shared`] if the guard has clones (or a background rebuild holds it): a memo
+    /// replaced while in use could keep an entry a put never cleared.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new())
+    ///     .with_memo(4_096)?;
+    /// assert_eq!(guard.stats().memo_entries, 4_096);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_memo(mut self, entries: usize) -> Result<Self, MemoError> {
+        let inner = Arc::get_mut(&mut self.inner).ok_or(MemoError::Shared)?;
+        inner.memo = Memo::new(entries);
+        Ok(self)
+    }
+
     /// The value of `key`: `Ok(None)` without asking the store if the filter rules the key
-    /// out, else the store's answer.
+    /// out or the false-positive memo holds it ([`with_memo`](Self::with_memo)), else the
+    /// store's answer.
     ///
     /// # Errors
     ///
@@ -385,8 +425,14 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         if admission.is_blocked() {
             return Ok(None);
         }
+        let probe = self.inner.memo.probe(key, admission);
+        if let Probe::Hit = probe {
+            self.core().observe_memo_hit();
+            return Ok(None);
+        }
         let result = self.inner.store.get(key);
         self.core().observe_get(admission, &result);
+        self.inner.memo.settle(key, probe, &result);
         result.map_err(GuardError::Store)
     }
 
@@ -437,7 +483,14 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         St::Key: Clone + Send + Sync + 'static,
     {
         let ticket = self.core().begin_put(key)?;
+        // Clears the key's memo entry before the store write; if the store panics, its drop
+        // disables the key's memo slot (the write may have landed).
+        let memo = self.inner.memo.begin_write(key);
         let result = self.inner.store.put(key, value);
+        memo.end(match &result {
+            Ok(_) => true,
+            Err(error) => !St::write_outcome_unknown(error),
+        });
         let trigger = self
             .core()
             .end_put(ticket, &result, St::write_outcome_unknown);
@@ -564,7 +617,10 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn stats(&self) -> GuardStats {
-        self.core().stats()
+        let mut stats = self.core().stats();
+        stats.memo_entries = self.inner.memo.entries();
+        stats.memo_slots_disabled = self.inner.memo.disabled();
+        stats
     }
 
     /// The guard's current filter, for inspection (a rebuild may replace it; the handle keeps

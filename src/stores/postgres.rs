@@ -688,7 +688,7 @@ impl<K, V> PostgresStore<K, V> {
 
 impl<K, V> AsyncStore for PostgresStore<K, V>
 where
-    K: ToSql + FromSqlOwned + Hash + Clone + Send + Sync,
+    K: ToSql + FromSqlOwned + Hash + Eq + Clone + Send + Sync,
     V: ToSql + FromSqlOwned + Send + Sync,
 {
     type Key = K;

@@ -462,7 +462,7 @@ fn connection_failed(error: &redis::RedisError) -> bool {
 
 impl<K, V> AsyncStore for RedisStore<K, V>
 where
-    K: ToSingleRedisArg + FromRedisValue + Hash + Send + Sync,
+    K: ToSingleRedisArg + FromRedisValue + Hash + Eq + Clone + Send + Sync,
     V: ToSingleRedisArg + FromRedisValue + Send + Sync,
 {
     type Key = K;

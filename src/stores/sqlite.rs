@@ -459,7 +459,7 @@ impl<K, V> SqliteStore<K, V> {
 
 impl<K, V> Store for SqliteStore<K, V>
 where
-    K: ToSql + FromSql + Hash + Clone,
+    K: ToSql + FromSql + Hash + Eq + Clone + Send,
     V: ToSql + FromSql,
 {
     type Key = K;

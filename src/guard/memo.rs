@@ -1,0 +1,458 @@
+//! The false-positive memo: keys the store answered absent after the filter admitted them, so
+//! that a replayed false positive is answered without another store read.
+//!
+//! A key the filter wrongly admits stays admitted until a rebuild; an attacker who finds one
+//! can replay it, one store read per request. The memo remembers such keys (the whole key,
+//! compared with `Eq`: a hash would let a crafted collision answer "absent" for a present
+//! key) in a fixed number of slots, and a lookup the filter admitted asks the memo before the
+//! store. An entry answers "absent" without a store read, so an entry must never outlive the
+//! absence it records.
+//!
+//! # Protocol
+//!
+//! Each slot, picked by hashing the key with the memo's own random hasher (fixed for the
+//! memo's life, unlike a filter's, so a key's slot never moves), holds under one mutex: a
+//! `version`, a count of puts in flight (`writing`), a `disabled` mark and at most one entry.
+//!
+//! - **[M1] A put** of a key, before its store write: bumps its slot's `version`, counts
+//!   itself in `writing`, and removes the slot's entry if it is this key (the same rule as the
+//!   filter's insert: nothing may answer "absent" once the write can become visible). Every
+//!   put does so, creates and updates alike, since its outcome is known only afterwards.
+//! - **[M2] A put ends** after its store write returned: a write that landed (created or
+//!   updated) or definitely failed uncounts itself. A write whose outcome is unknown, or that
+//!   never returned (a dropped future, a panic), may land at any later time: it uncounts
+//!   itself and **disables** the slot, which then never takes an entry again.
+//! - **[M3] A lookup** the filter admitted, before its store read: if the slot's entry is the
+//!   key, answers "absent" (a memo hit, no store read). Otherwise it notes the slot's
+//!   `version`, but only if no put is in flight there and the slot is enabled (else it will
+//!   install nothing).
+//! - **[M4] The lookup installs** after the store answered "absent": only if it noted a
+//!   version and the slot's `version` still equals it. The entry replaces whatever the slot
+//!   held (one entry per slot: the newest absent key wins; an evicted entry costs a store read,
+//!   never a wrong answer). A lookup that read a value, failed, or was dropped installs
+//!   nothing.
+//!
+//! Deletes do not touch the memo: a deleted key is absent, so an entry for it is true.
+//!
+//! # Why an entry never hides a row
+//!
+//! An entry for key `k` exists only if a lookup installed it ([M4]) and no put of `k` began
+//! since ([M1] removes it, under the slot's lock, so the removal and the install are ordered).
+//! Take a lookup that installs `k`, having noted version `v` ([M3]) and read "absent":
+//!
+//! - A put of `k` that began after the note: its [M1] and the install take the slot's lock one
+//!   after the other. [M1] first: the version moved, the install is refused. The install
+//!   first: [M1] removes the entry, before the put's store write.
+//! - A put of `k` in flight at the note (between its [M1] and its [M2]) made the lookup note
+//!   nothing, so it installs nothing.
+//! - A put of `k` that ended before the note ([M2] for a write that landed) had its store
+//!   write return before the lookup's store read began, so that read saw the row (the store
+//!   contract: a read sees every write that returned before it began): it did not answer
+//!   "absent". One whose outcome was unknown disabled the slot for good, so its write landing
+//!   late cannot meet an entry. One whose key comparison panicked in [M1] is never uncounted,
+//!   so the slot notes no version again.
+//!
+//! So every entry is a key that was absent at a store read after the last put of it ended, with
+//! no put of it begun since: it is absent now. A lookup that begins after a create returned
+//! finds no entry for that key (the create's [M1] removed it, and no later install survives
+//! the checks above). A rebuild does not touch the memo: entries record the store, not a
+//! filter, and every put goes through [M1] whatever filters are published. A memo of 0 slots
+//! is off: lookups go to the store as without it.
+//!
+//! All of it holds under each slot's mutex; there are no atomics here.
+
+use std::fmt;
+use std::hash::Hash;
+use std::ops::DerefMut;
+use std::sync::PoisonError;
+
+use ahash::RandomState;
+
+use super::core::Admission;
+use crate::sync::Mutex;
+
+/// The number of memo slots a guard has unless told otherwise.
+pub(super) const DEFAULT_MEMO_ENTRIES: usize = 1024;
+
+/// [`CacheGuard::with_memo`](super::CacheGuard::with_memo) (or the async guard's) could not
+/// resize the memo.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::{CacheGuard, MemoError, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+/// let clone = guard.clone();
+/// assert!(matches!(guard.with_memo(16), Err(MemoError::Shared)));
+/// assert_eq!(clone.stats().memo_entries, 1024);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoError {
+    /// The guard has clones (or a background task holds it): its memo may be in use, and a
+    /// memo replaced under a lookup could keep an entry a put never cleared.
+    Shared,
+}
+
+impl fmt::Display for MemoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemoError::Shared => f.write_str(
+                "the memo can be resized only on a guard that has not been cloned or shared yet",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MemoError {}
+
+/// One slot ([M1]-[M4]).
+#[derive(Debug)]
+struct Slot<K> {
+    /// Bumped by every put of a key of this slot, before its store write.
+    version: u64,
+    /// Puts of keys of this slot between [M1] and [M2].
+    writing: u64,
+    /// Set by a put whose outcome is unknown: the slot never takes an entry again.
+    disabled: bool,
+    /// A key the store answered absent, with no put of it begun since.
+    entry: Option<K>,
+}
+
+/// A memo broken on purpose, one step each: the loom models' negative controls.
+#[cfg(cuckoo_loom)]
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Broken {
+    /// [M4]: installs without comparing the version.
+    pub(crate) install_unchecked: bool,
+    /// [M1]: a put leaves the slot's entry in place.
+    pub(crate) clear_skipped: bool,
+    /// [M3]: notes the version even while a put is in flight.
+    pub(crate) writing_ignored: bool,
+    /// [M2]: a put of unknown outcome uncounts itself without disabling the slot.
+    pub(crate) unknown_forgotten: bool,
+    /// [M1]/[M2]: `writing` is a flag, cleared by the first put that ends.
+    pub(crate) writing_as_flag: bool,
+}
+
+/// The memo of a guard: a fixed number of slots, each holding at most one key.
+pub(super) struct Memo<K> {
+    slots: Box<[Mutex<Slot<K>>]>,
+    hasher: RandomState,
+    #[cfg(cuckoo_loom)]
+    pub(crate) broken: Broken,
+}
+
+impl<K> fmt::Debug for Memo<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Memo")
+            .field("entries", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a lookup found in the memo before its store read ([M3]).
+#[derive(Debug)]
+#[must_use]
+pub(super) enum Probe {
+    /// The memo answers "absent": no store read.
+    Hit,
+    /// Ask the store; then [`Memo::settle`] may install the key if the version still matches.
+    Miss { slot: usize, version: u64 },
+    /// Ask the store; install nothing (not admitted by the filter, a put in flight, a disabled
+    /// slot, or no memo).
+    Skip,
+}
+
+/// A put between [M1] and [M2]. Dropped without [`end`](Self::end) (a dropped future, a
+/// panic), it disables its slot: the write may still land.
+#[derive(Debug)]
+#[must_use]
+pub(super) struct MemoWrite<'m, K> {
+    memo: &'m Memo<K>,
+    slot: Option<usize>,
+}
+
+impl<K> Memo<K> {
+    /// A memo of `entries` slots (0: none, the memo is off).
+    pub(super) fn new(entries: usize) -> Self {
+        Memo {
+            slots: (0..entries)
+                .map(|_| {
+                    Mutex::new(Slot {
+                        version: 0,
+                        writing: 0,
+                        disabled: false,
+                        entry: None,
+                    })
+                })
+                .collect(),
+            hasher: RandomState::new(),
+            #[cfg(cuckoo_loom)]
+            broken: Broken::default(),
+        }
+    }
+
+    /// The number of slots.
+    pub(super) fn entries(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slots a put of unknown outcome disabled.
+    pub(super) fn disabled(&self) -> usize {
+        self.slots.iter().filter(|slot| lock(slot).disabled).count()
+    }
+
+    /// [M2] for the put whose slot is `slot`.
+    fn end_write(&self, slot: usize, landed_or_failed: bool) {
+        let mut slot = lock(&self.slots[slot]);
+        #[cfg(cuckoo_loom)]
+        if self.broken.writing_as_flag {
+            slot.writing = 0;
+            return;
+        }
+        slot.writing -= 1;
+        #[cfg(cuckoo_loom)]
+        if self.broken.unknown_forgotten {
+            return;
+        }
+        if !landed_or_failed {
+            slot.disabled = true;
+            slot.entry = None;
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> Memo<K> {
+    fn slot_of(&self, key: &K) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        Some((self.hasher.hash_one(key) % self.slots.len() as u64) as usize)
+    }
+
+    /// [M3]: before the store read of a lookup the filter decided as `admission`.
+    pub(super) fn probe(&self, key: &K, admission: Admission) -> Probe {
+        if admission != Admission::Pass {
+            return Probe::Skip;
+        }
+        let Some(index) = self.slot_of(key) else {
+            return Probe::Skip;
+        };
+        let slot = lock(&self.slots[index]);
+        if slot.entry.as_ref() == Some(key) {
+            return Probe::Hit;
+        }
+        #[cfg(cuckoo_loom)]
+        let writing = slot.writing > 0 && !self.broken.writing_ignored;
+        #[cfg(not(cuckoo_loom))]
+        let writing = slot.writing > 0;
+        if writing || slot.disabled {
+            return Probe::Skip;
+        }
+        Probe::Miss {
+            slot: index,
+            version: slot.version,
+        }
+    }
+
+    /// [M4]: after the store read; installs `key` if the store answered absent and no put of
+    /// a key of its slot began since the probe. Returns whether it installed.
+    pub(super) fn settle<V, E>(
+        &self,
+        key: &K,
+        probe: Probe,
+        result: &Result<Option<V>, E>,
+    ) -> bool {
+        let Probe::Miss { slot, version } = probe else {
+            return false;
+        };
+        if !matches!(result, Ok(None)) {
+            return false;
+        }
+        let mut slot = lock(&self.slots[slot]);
+        #[cfg(cuckoo_loom)]
+        let current = slot.version == version || self.broken.install_unchecked;
+        #[cfg(not(cuckoo_loom))]
+        let current = slot.version == version;
+        if !current || slot.disabled {
+            return false;
+        }
+        // The clone runs before the assignment: if it panics, the slot is as it was.
+        let entry = key.clone();
+        slot.entry = Some(entry);
+        true
+    }
+
+    /// [M1]: before the store write of a put of `key`.
+    pub(super) fn begin_write(&self, key: &K) -> MemoWrite<'_, K> {
+        let Some(index) = self.slot_of(key) else {
+            return MemoWrite {
+                memo: self,
+                slot: None,
+            };
+        };
+        let mut slot = lock(&self.slots[index]);
+        slot.version += 1;
+        slot.writing += 1;
+        // Counted before the comparison, and the `MemoWrite` made after it: if `eq` panics,
+        // nothing uncounts the put, and the slot refuses installs for good, the safe side.
+        #[cfg(cuckoo_loom)]
+        let clear = !self.broken.clear_skipped;
+        #[cfg(not(cuckoo_loom))]
+        let clear = true;
+        if clear && slot.entry.as_ref() == Some(key) {
+            slot.entry = None;
+        }
+        drop(slot);
+        MemoWrite {
+            memo: self,
+            slot: Some(index),
+        }
+    }
+}
+
+impl<K> MemoWrite<'_, K> {
+    /// [M2]: the store write returned; `known` if it landed or definitely failed, `false` if
+    /// it may still land.
+    pub(super) fn end(mut self, known: bool) {
+        if let Some(slot) = self.slot.take() {
+            self.memo.end_write(slot, known);
+        }
+    }
+}
+
+impl<K> Drop for MemoWrite<'_, K> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.memo.end_write(slot, false);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> impl DerefMut<Target = T> + '_ {
+    // Every critical section leaves its slot valid before any call that may panic (`eq`,
+    // `clone`, `hash` run on the key, not under a half-made change), so a poisoned slot is
+    // used as it is.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_tests;
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod tests {
+    use super::*;
+
+    fn miss(memo: &Memo<u64>, key: u64) -> Probe {
+        let probe = memo.probe(&key, Admission::Pass);
+        assert!(matches!(probe, Probe::Miss { .. }), "{probe:?}");
+        probe
+    }
+
+    #[test]
+    fn an_installed_key_hits_until_a_put_of_it_begins() {
+        let memo = Memo::new(4);
+        let probe = miss(&memo, 7);
+        assert!(memo.settle(&7, probe, &Ok::<Option<()>, ()>(None)));
+        assert!(matches!(memo.probe(&7, Admission::Pass), Probe::Hit));
+        let write = memo.begin_write(&7);
+        assert!(!matches!(memo.probe(&7, Admission::Pass), Probe::Hit));
+        write.end(true);
+        assert!(!matches!(memo.probe(&7, Admission::Pass), Probe::Hit));
+    }
+
+    #[test]
+    fn nothing_is_installed_for_a_value_an_error_or_a_blocked_lookup() {
+        let memo = Memo::new(1);
+        assert!(!memo.settle(&1, miss(&memo, 1), &Ok::<_, ()>(Some(()))));
+        assert!(!memo.settle(&1, miss(&memo, 1), &Err::<Option<()>, _>(())));
+        assert!(matches!(memo.probe(&1, Admission::Warming), Probe::Skip));
+        assert!(matches!(memo.probe(&1, Admission::Blocked), Probe::Skip));
+        assert!(!matches!(memo.probe(&1, Admission::Pass), Probe::Hit));
+    }
+
+    #[test]
+    fn a_put_during_the_store_read_cancels_the_install() {
+        let memo = Memo::new(1);
+        let probe = miss(&memo, 3);
+        memo.begin_write(&3).end(true);
+        assert!(!memo.settle(&3, probe, &Ok::<Option<()>, ()>(None)));
+        // A put in flight makes the lookup note nothing.
+        let write = memo.begin_write(&3);
+        assert!(matches!(memo.probe(&3, Admission::Pass), Probe::Skip));
+        write.end(true);
+        assert!(matches!(
+            memo.probe(&3, Admission::Pass),
+            Probe::Miss { .. }
+        ));
+    }
+
+    #[test]
+    fn an_unknown_outcome_disables_the_slot_for_good() {
+        let memo = Memo::new(1);
+        assert!(memo.settle(&5, miss(&memo, 5), &Ok::<Option<()>, ()>(None)));
+        drop(memo.begin_write(&9)); // a dropped future: the write may land later
+        assert_eq!(memo.disabled(), 1);
+        assert!(!matches!(memo.probe(&5, Admission::Pass), Probe::Hit));
+        assert!(matches!(memo.probe(&5, Admission::Pass), Probe::Skip));
+        memo.begin_write(&9).end(false);
+        assert_eq!(memo.disabled(), 1);
+    }
+
+    #[test]
+    fn a_slot_holds_the_newest_key_and_compares_whole_keys() {
+        let memo = Memo::new(1);
+        assert!(memo.settle(&1, miss(&memo, 1), &Ok::<Option<()>, ()>(None)));
+        assert!(memo.settle(&2, miss(&memo, 2), &Ok::<Option<()>, ()>(None)));
+        assert!(matches!(memo.probe(&2, Admission::Pass), Probe::Hit));
+        assert!(matches!(
+            memo.probe(&1, Admission::Pass),
+            Probe::Miss { .. }
+        ));
+    }
+
+    /// A key whose comparison panics when either side says so.
+    #[derive(Debug, Clone)]
+    struct Touchy(u64, bool);
+
+    impl Hash for Touchy {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            self.0.hash(state);
+        }
+    }
+
+    impl PartialEq for Touchy {
+        fn eq(&self, other: &Self) -> bool {
+            assert!(!self.1 && !other.1, "a key comparison panicked");
+            self.0 == other.0
+        }
+    }
+    impl Eq for Touchy {}
+
+    #[test]
+    fn a_put_whose_key_comparison_panics_leaves_its_slot_refusing_installs() {
+        let memo = Memo::new(1);
+        let probe = memo.probe(&Touchy(1, false), Admission::Pass);
+        assert!(memo.settle(&Touchy(1, false), probe, &Ok::<Option<()>, ()>(None)));
+        let put = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            memo.begin_write(&Touchy(1, true)).end(true);
+        }));
+        assert!(put.is_err());
+        // The slot is usable (no deadlock, the poison ignored) and notes no version.
+        assert!(matches!(
+            memo.probe(&Touchy(2, false), Admission::Pass),
+            Probe::Skip
+        ));
+    }
+
+    #[test]
+    fn a_memo_of_no_slots_is_off() {
+        let memo = Memo::<u64>::new(0);
+        assert!(matches!(memo.probe(&1, Admission::Pass), Probe::Skip));
+        memo.begin_write(&1).end(false);
+        assert_eq!((memo.entries(), memo.disabled()), (0, 0));
+    }
+}
