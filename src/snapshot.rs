@@ -107,13 +107,14 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use ahash::RandomState;
 
 use crate::error::SnapshotError;
 use crate::filter::{CuckooFilter, Displacement, Growth};
+use crate::guard::SealSecret;
 use crate::table::{Extra, Table, Tables, MAX_PATH_LEN};
 
 mod xxh64;
@@ -124,10 +125,16 @@ use self::xxh64::{xxh64, Xxh64};
 const MAGIC: [u8; 8] = *b"\x89CUCKOO\n";
 
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
-/// Bytes of the header, its checksum included.
-const HEADER_LEN: usize = 96;
+/// Bytes of the header, its checksum and the MAC included.
+const HEADER_LEN: usize = 128;
+
+/// Where the MAC sits in the header.
+const MAC_AT: usize = 96;
+
+/// Bytes of the MAC.
+const MAC_LEN: usize = 32;
 
 /// The value whose hash the header carries as the probe.
 const PROBE_KEY: u64 = 0x6375_636B_6F6F_2D67;
@@ -157,6 +164,7 @@ pub(crate) struct Header {
     built_for: usize,
     probe: u64,
     tag: u64,
+    mac: [u8; MAC_LEN],
 }
 
 impl Header {
@@ -174,6 +182,7 @@ impl Header {
             built_for: filter.built_for(),
             probe: probe_of(filter.hasher()),
             tag,
+            mac: [0; MAC_LEN],
         }
     }
 
@@ -197,6 +206,7 @@ impl Header {
         h[80..88].copy_from_slice(&self.tag.to_le_bytes());
         let checksum = xxh64(&h[..88], 0);
         h[88..96].copy_from_slice(&checksum.to_le_bytes());
+        h[MAC_AT..].copy_from_slice(&self.mac);
         h
     }
 
@@ -269,6 +279,11 @@ impl Header {
             Ok(n) if n >= 1 => n,
             _ => return invalid("capacity"),
         };
+        let tag = u64_at(80);
+        let mac: [u8; MAC_LEN] = h[MAC_AT..].try_into().expect("32 bytes");
+        if tag == 0 && mac != [0; MAC_LEN] {
+            return invalid("MAC");
+        }
         Ok(Header {
             bits,
             max_path_len,
@@ -280,7 +295,8 @@ impl Header {
             base_buckets,
             built_for,
             probe: u64_at(72),
-            tag: u64_at(80),
+            tag,
+            mac,
         })
     }
 
@@ -446,12 +462,33 @@ pub(crate) fn write<S: BuildHasher>(
     })
 }
 
+/// Passes writes on to `w`, feeding every byte written to the MAC if there is one.
+struct MacWriter<'a, W> {
+    w: W,
+    mac: Option<&'a mut blake3::Hasher>,
+}
+
+impl<W: Write> Write for MacWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.w.write(buf)?;
+        if let Some(mac) = self.mac.as_deref_mut() {
+            mac.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
 /// Writes `filter`'s snapshot to `path`: owner-only, under a temporary name, synced, then
-/// renamed into place.
+/// renamed into place. With a `seal`, the header carries the seal's id and the MAC of the
+/// whole file keyed by its secret (written last, into the header's MAC field).
 pub(crate) fn write_file<S: BuildHasher>(
     filter: &CuckooFilter<S>,
     path: &Path,
-    tag: u64,
+    seal: Option<&SealSecret>,
 ) -> Result<Written, SnapshotError> {
     let name = path.file_name().ok_or_else(|| {
         SnapshotError::Io(std::io::Error::new(
@@ -470,7 +507,21 @@ pub(crate) fn write_file<S: BuildHasher>(
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let (mut file, temporary) = open_temporary(dir, name, &options)?;
     let result = (|| {
-        let written = write(filter, &mut file, tag)?;
+        let tag = seal.map_or(0, SealSecret::id);
+        let mut mac = seal.map(|secret| blake3::Hasher::new_keyed(secret.as_bytes()));
+        let written = write(
+            filter,
+            MacWriter {
+                w: &mut file,
+                mac: mac.as_mut(),
+            },
+            tag,
+        )?;
+        if let Some(mac) = mac {
+            // The MAC field was written as zeros and hashed so; it gets the MAC in place.
+            file.seek(SeekFrom::Start(MAC_AT as u64))?;
+            file.write_all(mac.finalize().as_bytes())?;
+        }
         file.sync_all()?;
         fs::rename(&temporary, path)?;
         // The rename is durable once the directory is synced; where a directory cannot be
@@ -696,15 +747,66 @@ pub(crate) fn ahash_of(header: &Header) -> Result<(RandomState, Option<[u64; 4]>
     Ok((RandomState::with_seeds(k0, k1, k2, k3), header.keys))
 }
 
-/// Reads a snapshot file of a filter with ahash keys, with its tag (see [`read_file`]).
-pub(crate) fn read_file_tagged(path: &Path) -> Result<(CuckooFilter, u64), SnapshotError> {
-    let mut tag = 0;
-    let filter = read_file(path, |r| {
-        let (filter, t) = read_tagged(r, ahash_of)?;
-        tag = t;
+/// An opened snapshot file whose header was read, to be loaded only if its MAC checks out
+/// under a seal's secret ([`load`](Self::load)).
+#[derive(Debug)]
+pub(crate) struct SealedFile {
+    file: File,
+    header: Header,
+}
+
+impl SealedFile {
+    /// Reads the header of the snapshot in `file`.
+    pub(crate) fn new(mut file: File) -> Result<Self, SnapshotError> {
+        let header = read_header(&mut BufReader::new(&mut file))?;
+        Ok(SealedFile { file, header })
+    }
+
+    /// The id of the seal the file names, 0 if the file was not sealed.
+    pub(crate) fn seal_id(&self) -> u64 {
+        self.header.tag
+    }
+
+    /// The filter of a file sealed with `secret` (a filter with ahash keys): the MAC is
+    /// checked over every byte of the file first, and only then is the body read (see
+    /// [`read_file`]).
+    pub(crate) fn load(mut self, secret: &SealSecret) -> Result<CuckooFilter, SnapshotError> {
+        // One pass for the MAC, over the file's raw bytes with the MAC field as zeros.
+        self.file.seek(SeekFrom::Start(0))?;
+        let mut r = BufReader::with_capacity(1 << 20, &mut self.file);
+        let mut header = [0u8; HEADER_LEN];
+        r.read_exact(&mut header)?;
+        let mut mac = blake3::Hasher::new_keyed(secret.as_bytes());
+        mac.update(&header[..MAC_AT]);
+        mac.update(&[0; MAC_LEN]);
+        loop {
+            let bytes = r.fill_buf()?;
+            if bytes.is_empty() {
+                break;
+            }
+            mac.update(bytes);
+            let n = bytes.len();
+            r.consume(n);
+        }
+        let stored = blake3::Hash::from_bytes(header[MAC_AT..].try_into().expect("32 bytes"));
+        // blake3::Hash's equality takes the same time wherever the two differ.
+        if self.header.tag == 0 || mac.finalize() != stored {
+            return Err(SnapshotError::NotAuthentic);
+        }
+        // A second pass reads the body; the file is the one opened and checked, so only its
+        // owner could have changed it in between.
+        drop(r);
+        self.file.seek(SeekFrom::Start(0))?;
+        let mut r = BufReader::with_capacity(1 << 20, &mut self.file);
+        let (filter, tag) = read_tagged(&mut r, ahash_of)?;
+        if tag != self.header.tag {
+            return Err(SnapshotError::NotAuthentic);
+        }
+        if r.read(&mut [0u8; 1])? != 0 {
+            return Err(SnapshotError::TrailingData);
+        }
         Ok(filter)
-    })?;
-    Ok((filter, tag))
+    }
 }
 
 /// Reads a snapshot file: buffered, and refused if bytes follow the snapshot.

@@ -114,6 +114,7 @@ mod memory;
 mod periodic;
 mod rebuild;
 mod restart;
+mod secret;
 mod store;
 mod sync_guard;
 
@@ -124,7 +125,8 @@ pub use self::core::Admission;
 pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
 pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
-pub use self::restart::{Restart, Sealed};
+pub use self::restart::{Exposure, Restart, Sealed};
+pub use self::secret::{SealSecret, SEAL_SECRET_LEN};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
 
