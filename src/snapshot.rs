@@ -51,11 +51,11 @@
 //! runs. The protocol, its proof and its loom models are in the crate's `table::copy`
 //! module.
 //!
-//! # The format (version 1)
+//! # The format (version 2)
 //!
 //! Every integer is little-endian. A snapshot is a header, the tables, and a trailer.
 //!
-//! **Header** (96 bytes):
+//! **Header** (128 bytes):
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
@@ -73,8 +73,18 @@
 //! | 32 | 8 | the capacity, in keys, the filter was built for |
 //! | 40 | 32 | the hasher's four 64-bit keys |
 //! | 72 | 8 | probe: the filter's hash of the `u64` 0x6375636B6F6F2D67 |
-//! | 80 | 8 | tag: an id the writer chose, 0 if none (a guard's seal names it) |
+//! | 80 | 8 | seal id: the public id of the seal secret the file was sealed with, 0 if unsealed |
 //! | 88 | 8 | XXH64 (seed 0) of bytes 0 to 87 |
+//! | 96 | 32 | MAC: keyed BLAKE3, keyed by the seal secret, of the whole file with these 32 bytes read as zeros; all zeros if unsealed |
+//!
+//! A guard's seal ([`CacheGuard::seal`](crate::guard::CacheGuard::seal)) draws a secret of 32
+//! random bytes and keeps it in its store; the file carries only the secret's id (the first 8
+//! bytes of the secret's unkeyed BLAKE3 hash, [`SealSecret::id`]) and the MAC. The XXH64
+//! checksums catch damage; only the MAC tells a file written under the seal from one that
+//! was not, and whoever lacks the secret cannot compute it. A restart checks the MAC over
+//! the file's raw bytes before it reads the body, and compares it in constant time.
+//! Snapshots written without a seal ([`CuckooFilter::write_snapshot`]) have id and MAC 0 and
+//! are never trusted at a restart.
 //!
 //! The probe is how a reader tells whether its hashing matches the writer's: it hashes the
 //! same value with the hasher it would use and refuses the snapshot
@@ -101,9 +111,10 @@
 //! bytes), then XXH64, seeded with the header's checksum, of every byte from the end of the
 //! header to the end of that count, checkpoints included (8 bytes). The seed ties the body to
 //! its header: a header spliced onto another snapshot's body (of the same shape, say, but
-//! another tag) fails the body's checks.
+//! another seal id) fails the body's checks.
 //!
-//! A future format gets a new version number; this build refuses any version but 1.
+//! A future format gets a new version number; this build refuses any version but 2 (version
+//! 1 had a 96-byte header without the MAC, its seal id in plain text in place of the id).
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
@@ -865,7 +876,8 @@ pub struct Info {
     /// Whether the probe matches this build's ahash under the file's keys (`None` without
     /// keys).
     pub probe_matches: Option<bool>,
-    /// The writer's tag (0 if none; a guard's snapshot carries the id its seal names).
+    /// The public id of the seal the file was written under (0 if unsealed). The file's MAC
+    /// can only be checked with the seal's secret, which stays in the store.
     pub tag: u64,
     /// The body: what it holds if every check passed, else why not.
     pub body: Result<BodyInfo, SnapshotError>,
