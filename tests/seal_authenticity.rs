@@ -90,7 +90,10 @@ fn a_planted_sealed_file_is_refused_and_the_guard_finds_the_rows() {
     replace(&path, &planted(&real));
 
     let (guard, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
-    assert!(!restart.is_trusted(), "a planted file was trusted: {restart}");
+    assert!(
+        !restart.is_trusted(),
+        "a planted file was trusted: {restart}"
+    );
     assert!(refused_as_planted(&restart), "{restart}");
     assert!(guard.is_warming());
     guard.warm_up(1_000, |_| {}).unwrap();
@@ -113,7 +116,10 @@ fn a_planted_sealed_file_is_refused_by_an_async_guard() {
     replace(&path, &planted(&real));
     common::runtime().block_on(async {
         let (guard, restart) = AsyncCacheGuard::restore(&path, Arc::clone(&store), fallback).await;
-        assert!(!restart.is_trusted(), "a planted file was trusted: {restart}");
+        assert!(
+            !restart.is_trusted(),
+            "a planted file was trusted: {restart}"
+        );
         assert!(refused_as_planted(&restart), "{restart}");
         guard.warm_up(1_000, |_| {}).await.unwrap();
         assert_eq!(guard.get(&7).await.unwrap(), Some(7));
@@ -147,7 +153,10 @@ fn a_planted_sealed_file_is_refused_over_sqlite() {
     let real = fs::read(&path).unwrap();
     replace(&path, &planted(&real));
     let (guard, restart) = CacheGuard::restore(&path, open(), fallback);
-    assert!(!restart.is_trusted(), "a planted file was trusted: {restart}");
+    assert!(
+        !restart.is_trusted(),
+        "a planted file was trusted: {restart}"
+    );
     assert!(refused_as_planted(&restart), "{restart}");
     guard.warm_up(100, |_| {}).unwrap();
     assert_eq!(guard.get(&5).unwrap().as_deref(), Some("five"));
@@ -195,7 +204,10 @@ fn a_sealed_file_another_user_owns_is_refused() {
         Err(e) => panic!("chown: {e}"),
     }
     let (guard, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
-    assert!(!restart.is_trusted(), "another user's file trusted: {restart}");
+    assert!(
+        !restart.is_trusted(),
+        "another user's file trusted: {restart}"
+    );
     assert!(refused_as_exposed(&restart), "{restart}");
     assert!(
         matches!(restart, Restart::Exposed(Exposure::Owner { owner, user: u }) if owner == other && u == user),
@@ -242,7 +254,10 @@ fn an_old_format_sqlite_seal_is_not_trusted() {
     assert_eq!(changed, 1);
     assert!(open().read_seal().unwrap().is_none());
     let (guard, restart) = CacheGuard::restore(&path, open(), fallback);
-    assert!(!restart.is_trusted(), "an integer seal was trusted: {restart}");
+    assert!(
+        !restart.is_trusted(),
+        "an integer seal was trusted: {restart}"
+    );
     assert!(matches!(restart, Restart::NoSeal), "{restart}");
     guard.warm_up(100, |_| {}).unwrap();
     assert_eq!(guard.get(&5).unwrap().as_deref(), Some("five"));
@@ -295,7 +310,10 @@ fn an_old_format_postgres_seal_is_not_trusted() {
         assert_eq!(changed, 1);
         assert!(open().await.read_seal().await.unwrap().is_none());
         let (guard, restart) = AsyncCacheGuard::restore(&path, open().await, fallback).await;
-        assert!(!restart.is_trusted(), "an integer seal was trusted: {restart}");
+        assert!(
+            !restart.is_trusted(),
+            "an integer seal was trusted: {restart}"
+        );
         assert!(matches!(restart, Restart::NoSeal), "{restart}");
         guard.warm_up(100, |_| {}).await.unwrap();
         assert_eq!(guard.get(&5).await.unwrap().as_deref(), Some("five"));
@@ -354,7 +372,10 @@ fn an_old_format_redis_seal_is_not_trusted() {
             .unwrap();
         assert!(store.read_seal().await.unwrap().is_none());
         let (guard, restart) = AsyncCacheGuard::restore(&path, store, fallback).await;
-        assert!(!restart.is_trusted(), "an integer seal was trusted: {restart}");
+        assert!(
+            !restart.is_trusted(),
+            "an integer seal was trusted: {restart}"
+        );
         assert!(matches!(restart, Restart::NoSeal), "{restart}");
         guard.warm_up(100, |_| {}).await.unwrap();
         assert_eq!(guard.get(&5).await.unwrap().as_deref(), Some("five"));

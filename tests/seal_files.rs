@@ -2,8 +2,8 @@
 //! `AsyncCacheGuard::seal` whose file write goes on (it keeps the guard's rebuild claim until
 //! the file is in place, so no rebuild swaps the filter and no other seal starts meanwhile),
 //! two writes of one path at once (each has its own temporary file), and a header spliced
-//! onto another snapshot's body (the body's checksums are seeded with the header's, so the
-//! splice is refused). Together these once let a restart trust a file that missed a stored
+//! onto another snapshot's body (the MAC covers the whole file, and the body's checksums are
+//! seeded with the header's, so the splice is refused). Together these once let a restart trust a file that missed a stored
 //! key: a dropped seal's late body written over a newer seal's file.
 
 mod common;
@@ -125,11 +125,11 @@ fn a_header_spliced_onto_another_snapshots_body_is_refused() {
     let (a, b, store) = two_seals(dir.path());
     // B's header (the store's seal's id, and B's MAC) over A's body (without K).
     let spliced = dir.path().join("spliced.cgsnap");
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&spliced)
-        .unwrap();
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&spliced).unwrap();
     file.write_all(&b[..HEADER]).unwrap();
     file.write_all(&a[HEADER..]).unwrap();
     drop(file);

@@ -5,20 +5,23 @@
 //! A snapshot of a guard's filter is only as good as its store's state: a row written after
 //! the snapshot and missing from it would be a false negative after a restart. So a guard
 //! trusts a snapshot at start only if its store proves nothing was written since: the store
-//! keeps a *seal* ([`Store::SEALS`](super::Store::SEALS)), a value naming one snapshot, which every `put` and
-//! `delete` clears in the same atomic step as its write.
+//! keeps a *seal* ([`Store::SEALS`](super::Store::SEALS)), a secret naming one snapshot,
+//! which every `put` and `delete` clears in the same atomic step as its write.
 //!
 //! [`CacheGuard::seal`](super::CacheGuard::seal) and
 //! [`AsyncCacheGuard::seal`](super::AsyncCacheGuard::seal) (`S` the seal write, `T` the
 //! snapshot, under the rebuild claim so no rebuild runs):
 //!
-//! 1. writes a new random id as the store's seal (`S`);
+//! 1. draws a new [`SealSecret`] (32 bytes from the operating system's generator) and writes
+//!    it as the store's seal (`S`);
 //! 2. waits at the writer gate until every create that entered it before has returned from
 //!    its store write (two flips, so a phase a stopped rebuild left undrained is drained too);
-//! 3. writes the current filter's snapshot, tagged with the id (`T`).
+//! 3. writes the current filter's snapshot (`T`), its header carrying the secret's public id
+//!    and a MAC of the whole file keyed by the secret (keyed BLAKE3).
 //!
-//! At restart, [`CacheGuard::restore`](super::CacheGuard::restore) trusts the file if its
-//! tag equals the store's seal. Why that is safe: a create enters the gate, inserts into the
+//! At restart, [`CacheGuard::restore`](super::CacheGuard::restore) trusts the file if the
+//! store holds a seal and the file's MAC checks out under its secret. Why that is safe: a
+//! create enters the gate, inserts into the
 //! filter, writes to the store and leaves. One that entered before step 2 left before `T`
 //! began (step 2 waits for it), so `T` holds its insert. One that entered after step 2 began
 //! read the flipped phase, which comes after `S` completed; its store write comes later
@@ -29,7 +32,7 @@
 //! clear the seal as it stood when the statement began, its copy is in `T` anyway.
 //!
 //! A crash or an error between `S` and the renamed file leaves a seal naming a file that does
-//! not exist, or an older file with another tag: not trusted. The file write holds the
+//! not exist, or an older file with another seal id and MAC: not trusted. The file write holds the
 //! rebuild claim until it ends, also when an async seal's future is dropped while a blocking
 //! thread writes: no rebuild swaps the filter and no second seal writes the path meanwhile.
 //! Each write has its own temporary file, and the body's checksums are seeded with the
@@ -42,6 +45,30 @@
 //! in step 2 (its future dropped) leaves its phase undrained for the next rebuild, as a
 //! stopped rebuild does. The loom models `loom_seal_*` in the core check the steps' order and
 //! the clearing.
+//!
+//! # What a snapshot file is trusted for
+//!
+//! A trusted file is *fresh*: no write through a guard came after its seal (above). It is
+//! also *authentic*: it is the file some guard wrote under the seal the store holds, byte for
+//! byte. The restart checks, in order:
+//!
+//! 1. who may have written the file (Unix): the opened file must be owned by the process's
+//!    effective user and not writable by its group or others ([`Restart::Exposed`]), so no
+//!    other local user can have replaced or altered it;
+//! 2. that the store holds a seal whose public id is the file's
+//!    ([`Restart::NoSeal`], [`Restart::OtherSeal`]);
+//! 3. the MAC, over every raw byte of the file, before the body is parsed, compared in
+//!    constant time ([`SnapshotError::NotAuthentic`]); then the body's own checks.
+//!
+//! The public id and the XXH64 checksums prove nothing: anyone who reads an old sealed file
+//! can copy its id and recompute every checksum of an altered body. Only the MAC does, under
+//! these assumptions: the seal secret stays in the store (whoever can read the store's seal
+//! can forge a trusted file, so the seal row or key must be as private as the rows; an older
+//! build's seal, an integer, reads as none), BLAKE3 keyed with 32 random bytes is a MAC, and
+//! the process's own user (and root) are trusted, since they can write the file and the
+//! process's memory alike. The MAC pass and the parse read the same opened file; only its
+//! owner could change it between them. A file readable by others is not refused, but it holds
+//! the filter's hash keys (see the snapshot module): keep it private for that reason.
 //!
 //! Writes that bypass this guard (another program, a migration, another guard in another
 //! process) do not reach its filter, sealed or not; like the guard's consistency rules in

@@ -480,6 +480,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// guard must delete that row too (`DELETE FROM cuckoo_guard_seals WHERE store = 'users'`),
 /// or a guard restarted from a sealed snapshot would not know about its rows.
 ///
+/// The seal is a secret (the [`SealSecret`]'s 32 bytes): whoever can read it can forge a
+/// snapshot file a restart trusts, so let only those read it who may write the rows.
+///
 /// # Connections and faults
 ///
 /// Calls take a connection from a [deadpool-postgres](https://docs.rs/deadpool-postgres) pool
@@ -726,7 +729,9 @@ where
             .transpose()
             .map_err(query("read the seal"))?;
         // An older build's row (no secret) or anything but 32 bytes is no seal.
-        Ok(secret.flatten().and_then(|bytes| SealSecret::from_slice(&bytes)))
+        Ok(secret
+            .flatten()
+            .and_then(|bytes| SealSecret::from_slice(&bytes)))
     }
 
     async fn write_seal(&self, secret: &SealSecret) -> Result<(), PostgresStoreError> {

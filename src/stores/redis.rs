@@ -208,7 +208,8 @@ impl<K, V> RedisStore<K, V> {
     /// `{namespace}:seal`: the seal secret's 32 bytes, deleted by every put and delete
     /// through the store. A program that writes the rows over another connection must
     /// delete it too (`DEL {namespace}:seal`), or a guard restarted from a sealed snapshot
-    /// would not know about its rows.
+    /// would not know about its rows. Whoever can read the key can forge a snapshot file a
+    /// restart trusts: keep it as private as the rows.
     ///
     /// # Examples
     ///

@@ -342,6 +342,9 @@ where
 /// (`DELETE FROM cuckoo_guard_seals WHERE store = 'users'`), or a guard restarted from a
 /// sealed snapshot would not know about its rows.
 ///
+/// The seal is a secret (the [`SealSecret`]'s 32 bytes): whoever can read it can forge a
+/// snapshot file a restart trusts, so let only those read it who may write the rows.
+///
 /// # Examples
 ///
 /// ```
