@@ -114,7 +114,7 @@
 //! another seal id) fails the body's checks.
 //!
 //! A future format gets a new version number; this build refuses any version but 2 (version
-//! 1 had a 96-byte header without the MAC, its seal id in plain text in place of the id).
+//! 1 had a 96-byte header without the MAC, and its tag was the seal itself).
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
@@ -791,10 +791,12 @@ impl SealedFile {
         mac.update(&header[..MAC_AT]);
         mac.update(&[0; MAC_LEN]);
         loop {
-            let bytes = r.fill_buf()?;
-            if bytes.is_empty() {
-                break;
-            }
+            let bytes = match r.fill_buf() {
+                Ok([]) => break,
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
             mac.update(bytes);
             let n = bytes.len();
             r.consume(n);
@@ -804,8 +806,8 @@ impl SealedFile {
         if self.header.tag == 0 || mac.finalize() != stored {
             return Err(SnapshotError::NotAuthentic);
         }
-        // A second pass reads the body; the file is the one opened and checked, so only its
-        // owner could have changed it in between.
+        // A second pass reads the body. It reads the file opened and checked, which only its
+        // owner (this process's user, on Unix) or root could have changed in between.
         drop(r);
         self.file.seek(SeekFrom::Start(0))?;
         let mut r = BufReader::with_capacity(1 << 20, &mut self.file);

@@ -207,7 +207,8 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// [`GuardError::Warming`] before the warm-up finished; [`GuardError::Store`] if the seal
     /// cannot be written;
     /// [`GuardError::Snapshot`] if the file cannot be (the seal then names no file, and no
-    /// restart trusts it).
+    /// restart trusts it), or if the operating system gives no random bytes for the seal's
+    /// secret ([`SealSecret`](super::SealSecret)).
     ///
     /// # Examples
     ///
