@@ -124,7 +124,7 @@ impl Codec {
 }
 
 /// The bucket words of a seeded 16-bit filter of `keys` keys: the words section of its
-/// snapshot (one table, no extras: after the 96-byte header, before the extras count, the
+/// snapshot (one table, no extras: after the 128-byte header, before the extras count, the
 /// checkpoint and the trailer).
 fn words(keys: u64) -> Vec<u64> {
     let filter = CuckooFilter::builder()
@@ -137,7 +137,7 @@ fn words(keys: u64) -> Vec<u64> {
     }
     let mut bytes = Vec::new();
     filter.write_snapshot(&mut bytes).unwrap();
-    bytes[96..bytes.len() - 32]
+    bytes[128..bytes.len() - 32]
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect()

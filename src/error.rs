@@ -292,6 +292,9 @@ pub enum SnapshotError {
     Overfull,
     /// The input holds more bytes after the snapshot (only the `_file` readers check).
     TrailingData,
+    /// A sealed snapshot's MAC does not check out under the store's seal secret: the file
+    /// was not written under that seal (planted, altered, or not sealed at all).
+    NotAuthentic,
 }
 
 impl fmt::Display for SnapshotError {
@@ -347,6 +350,11 @@ impl fmt::Display for SnapshotError {
             SnapshotError::TrailingData => {
                 write!(f, "the snapshot file holds more bytes after the snapshot")
             }
+            SnapshotError::NotAuthentic => write!(
+                f,
+                "the snapshot's MAC does not check out under the store's seal (not written \
+                 under that seal)"
+            ),
         }
     }
 }

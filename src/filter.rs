@@ -418,7 +418,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_snapshot_file(&self, path: impl AsRef<Path>) -> Result<Written, SnapshotError> {
-        snapshot::write_file(self, path.as_ref(), 0)
+        snapshot::write_file(self, path.as_ref(), None)
     }
 
     /// Reads a snapshot of a filter that hashed with `hasher` (one built with

@@ -53,11 +53,11 @@
 //! runs. The protocol, its proof and its loom models are in the crate's `table::copy`
 //! module.
 //!
-//! # The format (version 1)
+//! # The format (version 2)
 //!
 //! Every integer is little-endian. A snapshot is a header, the tables, and a trailer.
 //!
-//! **Header** (96 bytes):
+//! **Header** (128 bytes):
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
@@ -75,8 +75,18 @@
 //! | 32 | 8 | the capacity, in keys, the filter was built for: its base table has the buckets the builder sizes for it |
 //! | 40 | 32 | the hasher's four 64-bit keys |
 //! | 72 | 8 | probe: the filter's hash of the `u64` 0x6375636B6F6F2D67 |
-//! | 80 | 8 | tag: an id the writer chose, 0 if none (a guard's seal names it) |
+//! | 80 | 8 | seal id: the public id of the seal secret the file was sealed with, 0 if unsealed |
 //! | 88 | 8 | XXH64 (seed 0) of bytes 0 to 87 |
+//! | 96 | 32 | MAC: keyed BLAKE3, keyed by the seal secret, of the whole file with these 32 bytes read as zeros; all zeros if unsealed |
+//!
+//! A guard's seal ([`CacheGuard::seal`](crate::guard::CacheGuard::seal)) draws a secret of 32
+//! random bytes and keeps it in its store; the file carries only the secret's id (the first 8
+//! bytes of the secret's unkeyed BLAKE3 hash, [`SealSecret::id`]) and the MAC. The XXH64
+//! checksums catch damage; only the MAC tells a file written under the seal from one that
+//! was not, and whoever lacks the secret cannot compute it. A restart checks the MAC over
+//! the file's raw bytes before it reads the body, and compares it in constant time.
+//! Snapshots written without a seal ([`CuckooFilter::write_snapshot`]) have id and MAC 0 and
+//! are never trusted at a restart.
 //!
 //! The probe is how a reader tells whether its hashing matches the writer's: it hashes the
 //! same value with the hasher it would use and refuses the snapshot
@@ -103,19 +113,21 @@
 //! bytes), then XXH64, seeded with the header's checksum, of every byte from the end of the
 //! header to the end of that count, checkpoints included (8 bytes). The seed ties the body to
 //! its header: a header spliced onto another snapshot's body (of the same shape, say, but
-//! another tag) fails the body's checks.
+//! another seal id) fails the body's checks.
 //!
-//! A future format gets a new version number; this build refuses any version but 1.
+//! A future format gets a new version number; this build refuses any version but 2 (version
+//! 1 had a 96-byte header without the MAC, and its tag was the seal itself).
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use ahash::RandomState;
 
 use crate::error::SnapshotError;
 use crate::filter::{CuckooFilter, Displacement, Growth};
+use crate::guard::SealSecret;
 use crate::sizing::buckets_for;
 use crate::table::{Extra, Table, Tables, MAX_PATH_LEN};
 
@@ -127,10 +139,16 @@ use self::xxh64::{xxh64, Xxh64};
 const MAGIC: [u8; 8] = *b"\x89CUCKOO\n";
 
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
-/// Bytes of the header, its checksum included.
-const HEADER_LEN: usize = 96;
+/// Bytes of the header, its checksum and the MAC included.
+const HEADER_LEN: usize = 128;
+
+/// Where the MAC sits in the header.
+const MAC_AT: usize = 96;
+
+/// Bytes of the MAC.
+const MAC_LEN: usize = 32;
 
 /// The value whose hash the header carries as the probe.
 const PROBE_KEY: u64 = 0x6375_636B_6F6F_2D67;
@@ -160,6 +178,7 @@ pub(crate) struct Header {
     built_for: usize,
     probe: u64,
     tag: u64,
+    mac: [u8; MAC_LEN],
 }
 
 impl std::fmt::Debug for Header {
@@ -195,6 +214,7 @@ impl Header {
             built_for: filter.built_for(),
             probe: probe_of(filter.hasher()),
             tag,
+            mac: [0; MAC_LEN],
         }
     }
 
@@ -218,6 +238,7 @@ impl Header {
         h[80..88].copy_from_slice(&self.tag.to_le_bytes());
         let checksum = xxh64(&h[..88], 0);
         h[88..96].copy_from_slice(&checksum.to_le_bytes());
+        h[MAC_AT..].copy_from_slice(&self.mac);
         h
     }
 
@@ -299,6 +320,11 @@ impl Header {
                 base_buckets: base,
             });
         }
+        let tag = u64_at(80);
+        let mac: [u8; MAC_LEN] = h[MAC_AT..].try_into().expect("32 bytes");
+        if tag == 0 && mac != [0; MAC_LEN] {
+            return invalid("MAC");
+        }
         Ok(Header {
             bits,
             max_path_len,
@@ -310,7 +336,8 @@ impl Header {
             base_buckets,
             built_for,
             probe: u64_at(72),
-            tag: u64_at(80),
+            tag,
+            mac,
         })
     }
 
@@ -476,12 +503,33 @@ pub(crate) fn write<S: BuildHasher>(
     })
 }
 
+/// Passes writes on to `w`, feeding every byte written to the MAC if there is one.
+struct MacWriter<'a, W> {
+    w: W,
+    mac: Option<&'a mut blake3::Hasher>,
+}
+
+impl<W: Write> Write for MacWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.w.write(buf)?;
+        if let Some(mac) = self.mac.as_deref_mut() {
+            mac.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
 /// Writes `filter`'s snapshot to `path`: owner-only, under a temporary name, synced, then
-/// renamed into place.
+/// renamed into place. With a `seal`, the header carries the seal's id and the MAC of the
+/// whole file keyed by its secret (written last, into the header's MAC field).
 pub(crate) fn write_file<S: BuildHasher>(
     filter: &CuckooFilter<S>,
     path: &Path,
-    tag: u64,
+    seal: Option<&SealSecret>,
 ) -> Result<Written, SnapshotError> {
     let name = path.file_name().ok_or_else(|| {
         SnapshotError::Io(std::io::Error::new(
@@ -500,7 +548,21 @@ pub(crate) fn write_file<S: BuildHasher>(
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let (mut file, temporary) = open_temporary(dir, name, &options)?;
     let result = (|| {
-        let written = write(filter, &mut file, tag)?;
+        let tag = seal.map_or(0, SealSecret::id);
+        let mut mac = seal.map(|secret| blake3::Hasher::new_keyed(secret.as_bytes()));
+        let written = write(
+            filter,
+            MacWriter {
+                w: &mut file,
+                mac: mac.as_mut(),
+            },
+            tag,
+        )?;
+        if let Some(mac) = mac {
+            // The MAC field was written as zeros and hashed so; it gets the MAC in place.
+            file.seek(SeekFrom::Start(MAC_AT as u64))?;
+            file.write_all(mac.finalize().as_bytes())?;
+        }
         file.sync_all()?;
         fs::rename(&temporary, path)?;
         // The rename is durable once the directory is synced; where a directory cannot be
@@ -726,15 +788,68 @@ pub(crate) fn ahash_of(header: &Header) -> Result<(RandomState, Option<[u64; 4]>
     Ok((RandomState::with_seeds(k0, k1, k2, k3), header.keys))
 }
 
-/// Reads a snapshot file of a filter with ahash keys, with its tag (see [`read_file`]).
-pub(crate) fn read_file_tagged(path: &Path) -> Result<(CuckooFilter, u64), SnapshotError> {
-    let mut tag = 0;
-    let filter = read_file(path, |r| {
-        let (filter, t) = read_tagged(r, ahash_of)?;
-        tag = t;
+/// An opened snapshot file whose header was read, to be loaded only if its MAC checks out
+/// under a seal's secret ([`load`](Self::load)).
+#[derive(Debug)]
+pub(crate) struct SealedFile {
+    file: File,
+    header: Header,
+}
+
+impl SealedFile {
+    /// Reads the header of the snapshot in `file`.
+    pub(crate) fn new(mut file: File) -> Result<Self, SnapshotError> {
+        let header = read_header(&mut BufReader::new(&mut file))?;
+        Ok(SealedFile { file, header })
+    }
+
+    /// The id of the seal the file names, 0 if the file was not sealed.
+    pub(crate) fn seal_id(&self) -> u64 {
+        self.header.tag
+    }
+
+    /// The filter of a file sealed with `secret` (a filter with ahash keys): the MAC is
+    /// checked over every byte of the file first, and only then is the body read (see
+    /// [`read_file`]).
+    pub(crate) fn load(mut self, secret: &SealSecret) -> Result<CuckooFilter, SnapshotError> {
+        // One pass for the MAC, over the file's raw bytes with the MAC field as zeros.
+        self.file.seek(SeekFrom::Start(0))?;
+        let mut r = BufReader::with_capacity(1 << 20, &mut self.file);
+        let mut header = [0u8; HEADER_LEN];
+        r.read_exact(&mut header)?;
+        let mut mac = blake3::Hasher::new_keyed(secret.as_bytes());
+        mac.update(&header[..MAC_AT]);
+        mac.update(&[0; MAC_LEN]);
+        loop {
+            let bytes = match r.fill_buf() {
+                Ok([]) => break,
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            mac.update(bytes);
+            let n = bytes.len();
+            r.consume(n);
+        }
+        let stored = blake3::Hash::from_bytes(header[MAC_AT..].try_into().expect("32 bytes"));
+        // blake3::Hash's equality takes the same time wherever the two differ.
+        if self.header.tag == 0 || mac.finalize() != stored {
+            return Err(SnapshotError::NotAuthentic);
+        }
+        // A second pass reads the body. It reads the file opened and checked, which only its
+        // owner (this process's user, on Unix) or root could have changed in between.
+        drop(r);
+        self.file.seek(SeekFrom::Start(0))?;
+        let mut r = BufReader::with_capacity(1 << 20, &mut self.file);
+        let (filter, tag) = read_tagged(&mut r, ahash_of)?;
+        if tag != self.header.tag {
+            return Err(SnapshotError::NotAuthentic);
+        }
+        if r.read(&mut [0u8; 1])? != 0 {
+            return Err(SnapshotError::TrailingData);
+        }
         Ok(filter)
-    })?;
-    Ok((filter, tag))
+    }
 }
 
 /// Reads a snapshot file: buffered, and refused if bytes follow the snapshot.
@@ -793,7 +908,8 @@ pub struct Info {
     /// Whether the probe matches this build's ahash under the file's keys (`None` without
     /// keys).
     pub probe_matches: Option<bool>,
-    /// The writer's tag (0 if none; a guard's snapshot carries the id its seal names).
+    /// The public id of the seal the file was written under (0 if unsealed). The file's MAC
+    /// can only be checked with the seal's secret, which stays in the store.
     pub tag: u64,
     /// The body: what it holds if every check passed, else why not.
     pub body: Result<BodyInfo, SnapshotError>,

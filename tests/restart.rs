@@ -1,4 +1,5 @@
-//! A guard's sealed snapshot and its restart: trusted only when the store's seal names it.
+//! A guard's sealed snapshot and its restart: trusted only when the store's seal names it and
+//! the file's MAC checks out under the seal's secret (a damaged file fails it).
 //!
 //! Run against `MemoryStore` (shared through an `Arc`), `SqliteStore` (the same file
 //! reopened, as a restarted process would), and through `AsyncCacheGuard` against
@@ -13,10 +14,21 @@ use std::sync::Arc;
 use cuckoo_guard::guard::{
     AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, Restart, Store,
 };
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, SnapshotError};
 
 fn fallback() -> CuckooFilter {
     CuckooFilter::with_capacity(10_000)
+}
+
+/// Writes `bytes` to a new file at `path` that only its owner may read and write (a file
+/// others may write is refused before its MAC is checked).
+fn write_owner_only(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).unwrap().write_all(bytes).unwrap();
 }
 
 /// Seals a warm guard over `store` holding keys `0..n`, then checks each way a restart can go.
@@ -106,9 +118,12 @@ where
     let last = bytes.len() - 30;
     bytes[last] ^= 1;
     let damaged = dir.join("damaged.cgsnap");
-    std::fs::write(&damaged, &bytes).unwrap();
+    write_owner_only(&damaged, &bytes);
     let (guard, restart) = CacheGuard::restore(&damaged, open(), fallback);
-    assert!(matches!(restart, Restart::Unreadable(_)), "{restart}");
+    assert!(
+        matches!(restart, Restart::Unreadable(SnapshotError::NotAuthentic)),
+        "{restart}"
+    );
     assert!(!guard.may_contain(&-1) || guard.get(&1).unwrap().is_some());
     let (_, restart) = CacheGuard::restore(dir.join("missing.cgsnap"), open(), fallback);
     assert!(matches!(restart, Restart::NoSnapshot), "{restart}");
@@ -261,9 +276,12 @@ where
     let last = bytes.len() - 30;
     bytes[last] ^= 1;
     let damaged = dir.join("damaged.cgsnap");
-    std::fs::write(&damaged, &bytes).unwrap();
+    write_owner_only(&damaged, &bytes);
     let (guard, restart) = AsyncCacheGuard::restore(&damaged, open().await, fallback).await;
-    assert!(matches!(restart, Restart::Unreadable(_)), "{restart}");
+    assert!(
+        matches!(restart, Restart::Unreadable(SnapshotError::NotAuthentic)),
+        "{restart}"
+    );
     guard.warm_up(500, |_| {}).await.unwrap();
     assert!((1..=n).all(|k| guard.may_contain(&k)));
 }

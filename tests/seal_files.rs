@@ -2,8 +2,8 @@
 //! `AsyncCacheGuard::seal` whose file write goes on (it keeps the guard's rebuild claim until
 //! the file is in place, so no rebuild swaps the filter and no other seal starts meanwhile),
 //! two writes of one path at once (each has its own temporary file), and a header spliced
-//! onto another snapshot's body (the body's checksums are seeded with the header's, so the
-//! splice is refused). Together these once let a restart trust a file that missed a stored
+//! onto another snapshot's body (the MAC covers the whole file, and the body's checksums are
+//! seeded with the header's, so the splice is refused). Together these once let a restart trust a file that missed a stored
 //! key: a dropped seal's late body written over a newer seal's file.
 
 mod common;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy, Restart, Store};
-use cuckoo_guard::CuckooFilter;
+use cuckoo_guard::{CuckooFilter, SnapshotError};
 
 #[cfg(feature = "tokio")]
 #[test]
@@ -42,7 +42,11 @@ fn a_dropped_async_seal_keeps_the_claim_until_its_file_is_in_place() {
             "the file write finished within one poll"
         );
         drop(seal);
-        let sealed = store.read_seal().unwrap().expect("the seal was written");
+        let sealed = store
+            .read_seal()
+            .unwrap()
+            .expect("the seal was written")
+            .id();
 
         // Until the file is in place, no rebuild (and no seal) can claim the guard.
         let dropped = Instant::now();
@@ -98,38 +102,44 @@ fn two_seals(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>, Arc<MemoryStore<u64, u
     guard.rebuild().unwrap();
     guard.put(&K, &K).unwrap();
     let b = guard.seal(dir.join("b.cgsnap")).unwrap();
-    assert_eq!(store.read_seal().unwrap(), Some(b.seal));
+    assert_eq!(store.read_seal().unwrap().map(|s| s.id()), Some(b.seal));
     let a = fs::read(dir.join("a.cgsnap")).unwrap();
     let b = fs::read(dir.join("b.cgsnap")).unwrap();
     assert_eq!(a.len(), b.len());
     assert_eq!(
         a[..80],
         b[..80],
-        "one shape, one hasher: the headers differ in the tag only"
+        "one shape, one hasher: the headers differ in the seal id (and the MAC) only"
     );
     (a, b, store)
 }
 
 const K: u64 = 1_000_000;
 
+/// Bytes of a snapshot's header (format 2).
+const HEADER: usize = 128;
+
 #[test]
 fn a_header_spliced_onto_another_snapshots_body_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, store) = two_seals(dir.path());
-    // B's header (the store's seal) over A's body (without K).
+    // B's header (the store's seal's id, and B's MAC) over A's body (without K).
     let spliced = dir.path().join("spliced.cgsnap");
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&spliced)
-        .unwrap();
-    file.write_all(&b[..96]).unwrap();
-    file.write_all(&a[96..]).unwrap();
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&spliced).unwrap();
+    file.write_all(&b[..HEADER]).unwrap();
+    file.write_all(&a[HEADER..]).unwrap();
     drop(file);
     let (guard, restart) = CacheGuard::restore(&spliced, Arc::clone(&store), || {
         CuckooFilter::with_capacity(10)
     });
-    assert!(matches!(restart, Restart::Unreadable(_)), "{restart}");
+    assert!(
+        matches!(restart, Restart::Unreadable(SnapshotError::NotAuthentic)),
+        "{restart}"
+    );
     guard.warm_up(1_000, |_| {}).unwrap();
     assert_eq!(guard.get(&K).unwrap(), Some(K));
     // The files themselves are good.

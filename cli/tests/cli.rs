@@ -669,7 +669,7 @@ fn snapshots_are_built_inspected_and_checked() {
     let text = String::from_utf8_lossy(&inspected.stdout).to_string();
     assert!(inspected.status.success(), "{text}{}", stderr(&inspected));
     for line in [
-        "format version:    1",
+        "format version:    2",
         "items:             20000 (0 extras)",
         "checksums:         ok",
         "this build hashes alike",

@@ -13,7 +13,7 @@ use super::core::{Admission, CreatesDrain, GuardCore, RebuildClaim, Step, WarmUp
 use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
 #[cfg(feature = "tokio")]
 use super::periodic::{self, PeriodicSeal, Turn};
-use super::restart::{self, new_seal_id, Restart, Sealed};
+use super::restart::{self, new_seal_secret, Restart, Sealed};
 use super::store::{AsyncStore, Written};
 use super::{
     FilterRef, GuardError, GuardStats, RebuildPolicy, RebuildReason, RebuildReport, WarmUpProgress,
@@ -159,18 +159,27 @@ impl<St: AsyncStore + 'static> AsyncCacheGuard<St, RandomState> {
         fallback: impl FnOnce() -> CuckooFilter,
     ) -> (Self, Restart) {
         let path = path.as_ref().to_owned();
-        let read = blocking(
-            move || restart::read(&path),
+        let opened = blocking(
+            move || restart::open(&path),
             || Err(Restart::Unreadable(shut_down())),
         );
-        let restart = match read.await {
-            Ok((filter, tag)) => {
+        let restart = match opened.await {
+            Ok(file) => {
                 let seal = if St::SEALS {
                     Some(store.read_seal().await)
                 } else {
                     None
                 };
-                restart::trust(seal, filter, tag)
+                match restart::trust(seal, &file) {
+                    Ok(secret) => {
+                        blocking(
+                            move || restart::load(file, &secret),
+                            || Err(Restart::Unreadable(shut_down())),
+                        )
+                        .await
+                    }
+                    Err(restart) => Err(restart),
+                }
             }
             Err(restart) => Err(restart),
         };
@@ -667,7 +676,7 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
                     }
                     if let Some(last) = last {
                         let seal = guard.store().read_seal().await.map_err(GuardError::Store)?;
-                        if seal == Some(last) {
+                        if seal.map(|secret| secret.id()) == Some(last) {
                             return Ok(Turn::Unchanged);
                         }
                     }
@@ -720,10 +729,11 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
             gate_pause().await;
         };
         // The steps of `GuardCore::seal_steps`, with the store's and the file's waits awaited.
-        let seal = new_seal_id();
+        let secret = new_seal_secret().map_err(GuardError::Snapshot)?;
+        let seal = secret.id();
         self.inner
             .store
-            .write_seal(seal)
+            .write_seal(&secret)
             .await
             .map_err(GuardError::Store)?;
         let mut drain = CreatesDrain::new(self.core(), &claim);
@@ -740,7 +750,7 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
         let held = HeldClaim::new(&self.inner);
         let written = blocking(
             move || {
-                let written = snapshot::write_file(&filter, &path, seal);
+                let written = snapshot::write_file(&filter, &path, Some(&secret));
                 drop(held);
                 written
             },

@@ -7,6 +7,7 @@ use std::ops::Bound;
 use std::sync::RwLock;
 
 use super::store::{AsyncStore, ScanPage, Store, Written};
+use super::SealSecret;
 
 /// A [`Store`] (and [`AsyncStore`]) kept in memory: a `BTreeMap` behind a `RwLock`.
 ///
@@ -38,7 +39,7 @@ pub struct MemoryStore<K, V> {
 #[derive(Debug)]
 struct Rows<K, V> {
     map: BTreeMap<K, V>,
-    seal: Option<u64>,
+    seal: Option<SealSecret>,
 }
 
 impl<K, V> Default for Rows<K, V> {
@@ -172,12 +173,12 @@ impl<K: Ord + Hash + Clone + Send, V: Clone> Store for MemoryStore<K, V> {
 
     const SEALS: bool = true;
 
-    fn read_seal(&self) -> Result<Option<u64>, Infallible> {
-        Ok(self.read().seal)
+    fn read_seal(&self) -> Result<Option<SealSecret>, Infallible> {
+        Ok(self.read().seal.clone())
     }
 
-    fn write_seal(&self, id: u64) -> Result<(), Infallible> {
-        self.write().seal = Some(id);
+    fn write_seal(&self, secret: &SealSecret) -> Result<(), Infallible> {
+        self.write().seal = Some(secret.clone());
         Ok(())
     }
 }
@@ -218,11 +219,11 @@ where
 
     const SEALS: bool = true;
 
-    async fn read_seal(&self) -> Result<Option<u64>, Infallible> {
+    async fn read_seal(&self) -> Result<Option<SealSecret>, Infallible> {
         Store::read_seal(self)
     }
 
-    async fn write_seal(&self, id: u64) -> Result<(), Infallible> {
-        Store::write_seal(self, id)
+    async fn write_seal(&self, secret: &SealSecret) -> Result<(), Infallible> {
+        Store::write_seal(self, secret)
     }
 }

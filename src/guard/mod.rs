@@ -92,11 +92,13 @@
 //! [`AsyncCacheGuard::seal`]) writes its filter's snapshot and a *seal* naming it into the
 //! store ([`Store::SEALS`], [`AsyncStore::SEALS`]: the SQLite, PostgreSQL, Redis and in-memory
 //! stores keep one), which every later `put` or `delete` through a guard clears in the same
-//! atomic step as its write. [`CacheGuard::restore`] ([`AsyncCacheGuard::restore`]) trusts
-//! the file only if the store
-//! still holds the seal naming it: nothing was written since, so the filter is exact and the
-//! guard filters at once. Any other case (no file, a damaged one, no seal, another seal, a
-//! store without seals) gives a warming guard over a fresh filter and the reason, as a
+//! atomic step as its write. The seal is a secret ([`SealSecret`]); the file carries its
+//! public id and a MAC keyed by it. [`CacheGuard::restore`] ([`AsyncCacheGuard::restore`])
+//! trusts the file only if the store still holds the seal it was written under (its MAC
+//! checks out): nothing was written since, so the filter is exact and the guard filters at
+//! once. Any other case (no file, a damaged or planted one, one that other users may have
+//! written, no seal, another seal, a store without seals) gives a warming guard over a fresh
+//! filter and the reason, as a
 //! [`Restart`] and in [`GuardStats::restart`]. Seal at shutdown, or periodically
 //! ([`CacheGuard::seal_periodically`], [`AsyncCacheGuard::seal_periodically`]): a crash after
 //! a seal that no write has cleared also restarts fast. A snapshot whose seal was cleared is
@@ -132,6 +134,7 @@ mod memory;
 mod periodic;
 mod rebuild;
 mod restart;
+mod secret;
 mod store;
 mod sync_guard;
 
@@ -143,7 +146,8 @@ pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
 pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
-pub use self::restart::{Restart, Sealed};
+pub use self::restart::{Exposure, Restart, Sealed};
+pub use self::secret::{SealSecret, SEAL_SECRET_LEN};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
 

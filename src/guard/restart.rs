@@ -5,20 +5,23 @@
 //! A snapshot of a guard's filter is only as good as its store's state: a row written after
 //! the snapshot and missing from it would be a false negative after a restart. So a guard
 //! trusts a snapshot at start only if its store proves nothing was written since: the store
-//! keeps a *seal* ([`Store::SEALS`](super::Store::SEALS)), a value naming one snapshot, which every `put` and
-//! `delete` clears in the same atomic step as its write.
+//! keeps a *seal* ([`Store::SEALS`](super::Store::SEALS)), a secret naming one snapshot,
+//! which every `put` and `delete` clears in the same atomic step as its write.
 //!
 //! [`CacheGuard::seal`](super::CacheGuard::seal) and
 //! [`AsyncCacheGuard::seal`](super::AsyncCacheGuard::seal) (`S` the seal write, `T` the
 //! snapshot, under the rebuild claim so no rebuild runs):
 //!
-//! 1. writes a new random id as the store's seal (`S`);
+//! 1. draws a new [`SealSecret`] (32 bytes from the operating system's generator) and writes
+//!    it as the store's seal (`S`);
 //! 2. waits at the writer gate until every create that entered it before has returned from
 //!    its store write (two flips, so a phase a stopped rebuild left undrained is drained too);
-//! 3. writes the current filter's snapshot, tagged with the id (`T`).
+//! 3. writes the current filter's snapshot (`T`), its header carrying the secret's public id
+//!    and a MAC of the whole file keyed by the secret (keyed BLAKE3).
 //!
-//! At restart, [`CacheGuard::restore`](super::CacheGuard::restore) trusts the file if its
-//! tag equals the store's seal. Why that is safe: a create enters the gate, inserts into the
+//! At restart, [`CacheGuard::restore`](super::CacheGuard::restore) trusts the file if the
+//! store holds a seal and the file's MAC checks out under its secret. Why that is safe: a
+//! create enters the gate, inserts into the
 //! filter, writes to the store and leaves. One that entered before step 2 left before `T`
 //! began (step 2 waits for it), so `T` holds its insert. One that entered after step 2 began
 //! read the flipped phase, which comes after `S` completed; its store write comes later
@@ -29,7 +32,7 @@
 //! clear the seal as it stood when the statement began, its copy is in `T` anyway.
 //!
 //! A crash or an error between `S` and the renamed file leaves a seal naming a file that does
-//! not exist, or an older file with another tag: not trusted. The file write holds the
+//! not exist, or an older file with another seal id and MAC: not trusted. The file write holds the
 //! rebuild claim until it ends, also when an async seal's future is dropped while a blocking
 //! thread writes: no rebuild swaps the filter and no second seal writes the path meanwhile.
 //! Each write has its own temporary file, and the body's checksums are seeded with the
@@ -43,6 +46,30 @@
 //! stopped rebuild does. The loom models `loom_seal_*` in the core check the steps' order and
 //! the clearing.
 //!
+//! # What a snapshot file is trusted for
+//!
+//! A trusted file is *fresh*: no write through a guard came after its seal (above). It is
+//! also *authentic*: it is the file some guard wrote under the seal the store holds, byte for
+//! byte. The restart checks, in order:
+//!
+//! 1. who may have written the file (Unix): the opened file must be owned by the process's
+//!    effective user and not writable by its group or others ([`Restart::Exposed`]), so no
+//!    other local user can have replaced or altered it;
+//! 2. that the store holds a seal whose public id is the file's
+//!    ([`Restart::NoSeal`], [`Restart::OtherSeal`]);
+//! 3. the MAC, over every raw byte of the file, before the body is parsed, compared in
+//!    constant time ([`SnapshotError::NotAuthentic`]); then the body's own checks.
+//!
+//! The public id and the XXH64 checksums prove nothing: anyone who reads an old sealed file
+//! can copy its id and recompute every checksum of an altered body. Only the MAC does, under
+//! these assumptions: the seal secret stays in the store (whoever can read the store's seal
+//! can forge a trusted file, so the seal row or key must be as private as the rows; an older
+//! build's seal, an integer, reads as none), BLAKE3 keyed with 32 random bytes is a MAC, and
+//! the process's own user (and root) are trusted, since they can write the file and the
+//! process's memory alike. The MAC pass and the parse read the same opened file; only its
+//! owner could change it between them. A file readable by others is not refused, but it holds
+//! the filter's hash keys (see the snapshot module): keep it private for that reason.
+//!
 //! Writes that bypass this guard (another program, a migration, another guard in another
 //! process) do not reach its filter, sealed or not; like the guard's consistency rules in
 //! general, the seal assumes every write goes through this guard. A writer that bypasses it
@@ -52,11 +79,12 @@
 //! landed.
 
 use std::fmt;
-
+use std::fs::File;
 use std::path::Path;
 
+use super::SealSecret;
 use crate::error::SnapshotError;
-use crate::snapshot::{self, Written};
+use crate::snapshot::{SealedFile, Written};
 use crate::CuckooFilter;
 
 /// How [`CacheGuard::restore`](super::CacheGuard::restore) started a guard.
@@ -81,27 +109,33 @@ use crate::CuckooFilter;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Restart {
-    /// The snapshot's tag matched the store's seal: the guard filters at once.
+    /// The snapshot was written under the seal the store holds (its MAC checks out under the
+    /// seal's secret): the guard filters at once.
     Trusted {
         /// Fingerprints in the loaded filter.
         keys: usize,
-        /// The seal's id.
+        /// The seal's public id ([`SealSecret::id`]).
         seal: u64,
     },
     /// There is no file at the path.
     NoSnapshot,
-    /// The file could not be read or failed a check.
+    /// The file could not be read or failed a check, its MAC under the store's seal
+    /// included ([`SnapshotError::NotAuthentic`]).
     Unreadable(SnapshotError),
+    /// Another user than this process's may have written the file: it is writable by its
+    /// group or others, or another user owns it (checked on Unix only).
+    Exposed(Exposure),
     /// The store keeps no seal ([`Store::SEALS`](super::Store::SEALS)).
     StoreKeepsNoSeal,
     /// The store holds no seal: something was written through a guard since the snapshot was
-    /// sealed, or it never was (a snapshot written with `write_snapshot`, say).
+    /// sealed, or it never was (a snapshot written with `write_snapshot`, say), or it holds
+    /// one in a format this build does not read (an older build's).
     NoSeal,
     /// The store's seal names another snapshot.
     OtherSeal {
-        /// The store's seal.
+        /// The store's seal's public id ([`SealSecret::id`]).
         store: u64,
-        /// The file's tag.
+        /// The seal id in the file's header (0 if the file was not sealed).
         file: u64,
     },
     /// The seal could not be read from the store.
@@ -131,6 +165,10 @@ impl fmt::Display for Restart {
             }
             Restart::NoSnapshot => write!(f, "warming up: no snapshot file"),
             Restart::Unreadable(e) => write!(f, "warming up: the snapshot was refused: {e}"),
+            Restart::Exposed(exposure) => write!(
+                f,
+                "warming up: the snapshot is not trusted because {exposure}"
+            ),
             Restart::StoreKeepsNoSeal => {
                 write!(f, "warming up: the store keeps no seal, so no snapshot is trusted")
             }
@@ -147,7 +185,8 @@ impl fmt::Display for Restart {
     }
 }
 
-/// What [`CacheGuard::seal`](super::CacheGuard::seal) wrote.
+/// What [`CacheGuard::seal`](super::CacheGuard::seal) wrote. The seal's secret stays in the
+/// store; this holds its public id.
 ///
 /// # Examples
 ///
@@ -165,49 +204,129 @@ impl fmt::Display for Restart {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Sealed {
-    /// The seal's id, the snapshot's tag.
+    /// The seal's public id ([`SealSecret::id`]), in the snapshot's header.
     pub seal: u64,
     /// The snapshot written.
     pub written: Written,
 }
 
-/// A new seal id: random, never 0 (0 is "no tag").
-pub(super) fn new_seal_id() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    ahash::RandomState::new().hash_one(nanos) | 1
+/// A new seal secret, or the seal's error if the operating system has no randomness.
+pub(super) fn new_seal_secret() -> Result<SealSecret, SnapshotError> {
+    SealSecret::random().map_err(SnapshotError::Io)
 }
 
-/// The snapshot at `path` and its tag, or why a restart cannot use it.
-pub(super) fn read(path: &Path) -> Result<(CuckooFilter, u64), Restart> {
-    match snapshot::read_file_tagged(path) {
-        Err(SnapshotError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(Restart::NoSnapshot)
+/// Who may have written a snapshot file other than this process's user, from
+/// [`Restart::Exposed`]. Checked on Unix only (on other platforms no file is refused for it).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::guard::Exposure;
+///
+/// let exposure = Exposure::Writable { mode: 0o664 };
+/// assert!(exposure.to_string().contains("0o664"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Exposure {
+    /// The file's group or others may write it.
+    Writable {
+        /// The file's permission bits.
+        mode: u32,
+    },
+    /// Another user owns the file than the process's effective user.
+    Owner {
+        /// The file's owner.
+        owner: u32,
+        /// The process's effective user.
+        user: u32,
+    },
+}
+
+impl fmt::Display for Exposure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exposure::Writable { mode } => {
+                write!(f, "its group or others may write it (mode {mode:#o})")
+            }
+            Exposure::Owner { owner, user } => write!(
+                f,
+                "user {owner} owns it, not this process's effective user {user}"
+            ),
         }
-        Err(e) => Err(Restart::Unreadable(e)),
-        Ok(read) => Ok(read),
     }
 }
 
-/// Whether the store's seal (`None` if the store keeps none) names the snapshot `filter` was
-/// read from, tagged `tag`.
+/// Why the file `meta` describes may have been written by another user than this process's.
+#[cfg(unix)]
+fn exposure(meta: &std::fs::Metadata) -> Option<Exposure> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: `geteuid` takes no arguments, touches no memory of ours and cannot fail.
+    let user = unsafe { libc::geteuid() };
+    if meta.uid() != user {
+        return Some(Exposure::Owner {
+            owner: meta.uid(),
+            user,
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    (mode & 0o022 != 0).then_some(Exposure::Writable { mode })
+}
+
+/// No owner or mode check off Unix.
+#[cfg(not(unix))]
+fn exposure(_meta: &std::fs::Metadata) -> Option<Exposure> {
+    None
+}
+
+/// The snapshot file at `path`, opened and its header read, or why a restart cannot use it:
+/// missing, writable by others than its owner, owned by another user, or no snapshot.
+pub(super) fn open(path: &Path) -> Result<SealedFile, Restart> {
+    let file = match File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Restart::NoSnapshot),
+        Err(e) => return Err(Restart::Unreadable(SnapshotError::Io(e))),
+        Ok(file) => file,
+    };
+    // The opened file's own metadata: what is checked is what is read.
+    let meta = file
+        .metadata()
+        .map_err(|e| Restart::Unreadable(SnapshotError::Io(e)))?;
+    if let Some(exposure) = exposure(&meta) {
+        return Err(Restart::Exposed(exposure));
+    }
+    SealedFile::new(file).map_err(Restart::Unreadable)
+}
+
+/// The store's seal secret (`None` if the store keeps none) if it is the seal `file` names.
 pub(super) fn trust<E: fmt::Display>(
-    seal: Option<Result<Option<u64>, E>>,
-    filter: CuckooFilter,
-    tag: u64,
-) -> Result<(CuckooFilter, Restart), Restart> {
+    seal: Option<Result<Option<SealSecret>, E>>,
+    file: &SealedFile,
+) -> Result<SealSecret, Restart> {
+    let tag = file.seal_id();
     match seal {
         None => Err(Restart::StoreKeepsNoSeal),
         Some(Err(e)) => Err(Restart::SealUnreadable(e.to_string())),
         Some(Ok(None)) => Err(Restart::NoSeal),
-        Some(Ok(Some(seal))) if seal != tag || tag == 0 => Err(Restart::OtherSeal {
-            store: seal,
+        Some(Ok(Some(secret))) if secret.id() != tag || tag == 0 => Err(Restart::OtherSeal {
+            store: secret.id(),
             file: tag,
         }),
-        Some(Ok(Some(seal))) => {
-            let keys = filter.len();
-            Ok((filter, Restart::Trusted { keys, seal }))
-        }
+        Some(Ok(Some(secret))) => Ok(secret),
     }
+}
+
+/// The filter of `file` if its MAC checks out under `secret`.
+pub(super) fn load(
+    file: SealedFile,
+    secret: &SealSecret,
+) -> Result<(CuckooFilter, Restart), Restart> {
+    let filter = file.load(secret).map_err(Restart::Unreadable)?;
+    let keys = filter.len();
+    Ok((
+        filter,
+        Restart::Trusted {
+            keys,
+            seal: secret.id(),
+        },
+    ))
 }

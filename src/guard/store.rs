@@ -3,6 +3,8 @@
 use std::future::Future;
 use std::hash::Hash;
 
+use super::SealSecret;
+
 /// What a [`Store::put`] did to the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Written {
@@ -121,23 +123,26 @@ pub trait Store {
     /// always scan at restart.
     const SEALS: bool = false;
 
-    /// The seal the store holds, if any (see [`SEALS`](Self::SEALS)).
+    /// The seal the store holds, if any (see [`SEALS`](Self::SEALS)). A seal stored in a
+    /// format this build does not read (not 32 bytes: an older build's integer, say) reads as
+    /// `None`, never as an error or a seal.
     ///
     /// # Errors
     ///
     /// Any failure of the store.
-    fn read_seal(&self) -> Result<Option<u64>, Self::Error> {
+    fn read_seal(&self) -> Result<Option<SealSecret>, Self::Error> {
         Ok(None)
     }
 
-    /// Sets the seal to `id`, replacing any (see [`SEALS`](Self::SEALS)). Called only if
-    /// `SEALS` is true.
+    /// Sets the seal to `secret`, replacing any (see [`SEALS`](Self::SEALS)). Called only if
+    /// `SEALS` is true. The secret authenticates the snapshot it seals: keep it where only
+    /// those who may write the store can read it (beside the rows).
     ///
     /// # Errors
     ///
     /// Any failure of the store; the guard then does not trust the snapshot it was sealing.
-    fn write_seal(&self, id: u64) -> Result<(), Self::Error> {
-        let _ = id;
+    fn write_seal(&self, secret: &SealSecret) -> Result<(), Self::Error> {
+        let _ = secret;
         Ok(())
     }
 }
@@ -211,13 +216,16 @@ pub trait AsyncStore: Send + Sync {
     const SEALS: bool = false;
 
     /// As [`Store::read_seal`].
-    fn read_seal(&self) -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send {
+    fn read_seal(&self) -> impl Future<Output = Result<Option<SealSecret>, Self::Error>> + Send {
         std::future::ready(Ok(None))
     }
 
     /// As [`Store::write_seal`].
-    fn write_seal(&self, id: u64) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        let _ = id;
+    fn write_seal(
+        &self,
+        secret: &SealSecret,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = secret;
         std::future::ready(Ok(()))
     }
 }
@@ -274,12 +282,15 @@ impl<S: AsyncStore + ?Sized> AsyncStore for std::sync::Arc<S> {
 
     const SEALS: bool = S::SEALS;
 
-    fn read_seal(&self) -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send {
+    fn read_seal(&self) -> impl Future<Output = Result<Option<SealSecret>, Self::Error>> + Send {
         (**self).read_seal()
     }
 
-    fn write_seal(&self, id: u64) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        (**self).write_seal(id)
+    fn write_seal(
+        &self,
+        secret: &SealSecret,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        (**self).write_seal(secret)
     }
 }
 
@@ -330,11 +341,11 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     const SEALS: bool = S::SEALS;
 
-    fn read_seal(&self) -> Result<Option<u64>, Self::Error> {
+    fn read_seal(&self) -> Result<Option<SealSecret>, Self::Error> {
         (**self).read_seal()
     }
 
-    fn write_seal(&self, id: u64) -> Result<(), Self::Error> {
-        (**self).write_seal(id)
+    fn write_seal(&self, secret: &SealSecret) -> Result<(), Self::Error> {
+        (**self).write_seal(secret)
     }
 }

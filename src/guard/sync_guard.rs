@@ -11,7 +11,7 @@ use ahash::RandomState;
 use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
 use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
 use super::periodic::{self, PeriodicSeal, Turn};
-use super::restart::{self, new_seal_id, Restart, Sealed};
+use super::restart::{self, new_seal_secret, Restart, Sealed};
 use super::store::{Store, Written};
 use super::{
     FilterRef, GuardError, GuardStats, RebuildPolicy, RebuildReason, RebuildReport, WarmUpProgress,
@@ -135,9 +135,12 @@ where
     /// usual. Never fails: every reason not to trust the file is a [`Restart`] (also in
     /// [`GuardStats::restart`], for the log).
     ///
-    /// The snapshot is trusted only if it is readable, checks out, and its tag equals the seal
-    /// the store holds: one [`seal`](Self::seal) wrote and no write through a guard has
-    /// cleared since (the [module documentation](super#restart-from-a-sealed-snapshot)). The
+    /// The snapshot is trusted only if it is readable, checks out, and was written under the
+    /// seal the store holds (its MAC, checked before its body is read, checks out under the
+    /// seal's secret): one [`seal`](Self::seal) wrote and no write through a guard has
+    /// cleared since (the [module documentation](super#restart-from-a-sealed-snapshot)). On
+    /// Unix, a file that its group or others may write, or that another user than the
+    /// process's effective user owns, is never trusted ([`Restart::Exposed`]). The
     /// seal stays in the store until this guard's first write clears it, so a guard that
     /// restarts again before any write trusts the same file.
     ///
@@ -167,9 +170,10 @@ where
         store: St,
         fallback: impl FnOnce() -> CuckooFilter,
     ) -> (Self, Restart) {
-        let restart = restart::read(path.as_ref()).and_then(|(filter, tag)| {
+        let restart = restart::open(path.as_ref()).and_then(|file| {
             let seal = St::SEALS.then(|| store.read_seal());
-            restart::trust(seal, filter, tag)
+            let secret = restart::trust(seal, &file)?;
+            restart::load(file, &secret)
         });
         let (guard, restart) = match restart {
             Ok((filter, restart)) => {
@@ -207,7 +211,8 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// [`GuardError::Warming`] before the warm-up finished; [`GuardError::Store`] if the seal
     /// cannot be written;
     /// [`GuardError::Snapshot`] if the file cannot be (the seal then names no file, and no
-    /// restart trusts it).
+    /// restart trusts it), or if the operating system gives no random bytes for the seal's
+    /// secret ([`SealSecret`](super::SealSecret)).
     ///
     /// # Examples
     ///
@@ -235,16 +240,24 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        let seal = new_seal_id();
+        let secret = new_seal_secret().map_err(GuardError::Snapshot)?;
         let written = self
             .core()
             .seal_steps(
                 &claim,
-                || self.inner.store.write_seal(seal).map_err(GuardError::Store),
-                |filter| snapshot::write_file(filter, path.as_ref(), seal),
+                || {
+                    self.inner
+                        .store
+                        .write_seal(&secret)
+                        .map_err(GuardError::Store)
+                },
+                |filter| snapshot::write_file(filter, path.as_ref(), Some(&secret)),
             )?
             .map_err(GuardError::Snapshot)?;
-        Ok(Sealed { seal, written })
+        Ok(Sealed {
+            seal: secret.id(),
+            written,
+        })
     }
 
     /// Seals the guard's snapshot at `path` every `every` on a background thread, so that a
@@ -294,7 +307,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
             }
             if let Some(last) = last {
                 let seal = guard.store().read_seal().map_err(GuardError::Store)?;
-                if seal == Some(last) {
+                if seal.map(|secret| secret.id()) == Some(last) {
                     return Ok(Turn::Unchanged);
                 }
             }

@@ -223,13 +223,23 @@ fn foreign_and_future_input_is_refused() {
     ));
 
     let mut future = bytes.clone();
-    future[8..10].copy_from_slice(&2u16.to_le_bytes());
+    future[8..10].copy_from_slice(&3u16.to_le_bytes());
     reseal_header(&mut future);
     assert!(matches!(
         read(&future),
         Err(SnapshotError::UnsupportedVersion {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
+        })
+    ));
+    let mut version_1 = bytes.clone();
+    version_1[8..10].copy_from_slice(&1u16.to_le_bytes());
+    reseal_header(&mut version_1);
+    assert!(matches!(
+        read(&version_1),
+        Err(SnapshotError::UnsupportedVersion {
+            found: 1,
+            supported: 2
         })
     ));
     assert!(matches!(
@@ -395,6 +405,8 @@ fn every_single_bit_flip_is_refused() {
             0..=7 => matches!(result, Err(SnapshotError::BadMagic)),
             8 | 9 => matches!(result, Err(SnapshotError::UnsupportedVersion { .. })),
             10..=95 => matches!(result, Err(SnapshotError::HeaderChecksum)),
+            // An unsealed snapshot's MAC is all zeros.
+            96..=127 => matches!(result, Err(SnapshotError::InvalidHeader { field: "MAC" })),
             _ => matches!(result, Err(SnapshotError::BodyChecksum)),
         };
         assert!(expected, "bit {bit}: {:?}", result.map(|f| f.len()));
@@ -688,5 +700,81 @@ proptest! {
         }
         prop_assume!(damaged != bytes);
         prop_assert!(read(&damaged).is_err());
+    }
+}
+
+/// `filter` sealed with `secret` into a file in `dir`; its bytes.
+fn sealed_bytes(dir: &Path, filter: &CuckooFilter, secret: &SealSecret) -> Vec<u8> {
+    let path = dir.join("sealed.cgsnap");
+    write_file(filter, &path, Some(secret)).unwrap();
+    fs::read(&path).unwrap()
+}
+
+/// Loads the snapshot `bytes` as a restart does, under `secret`.
+fn load_sealed(
+    dir: &Path,
+    bytes: &[u8],
+    secret: &SealSecret,
+) -> Result<CuckooFilter, SnapshotError> {
+    let path = dir.join("load.cgsnap");
+    fs::write(&path, bytes).unwrap();
+    SealedFile::new(File::open(&path).unwrap())?.load(secret)
+}
+
+#[test]
+fn a_sealed_file_loads_only_under_its_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let filter = filled(100, |b| b.capacity(1_000));
+    let secret = SealSecret::from_bytes([3; 32]);
+    let bytes = sealed_bytes(dir.path(), &filter, &secret);
+    assert_eq!(&bytes[80..88], &secret.id().to_le_bytes());
+    assert_ne!(&bytes[MAC_AT..HEADER_LEN], &[0; MAC_LEN]);
+    let loaded = load_sealed(dir.path(), &bytes, &secret).unwrap();
+    assert_same(&filter, &loaded, 100);
+    // The unkeyed reader reads it too (it checks no MAC), and inspect shows the seal id.
+    assert_same(
+        &filter,
+        &CuckooFilter::read_snapshot(&bytes[..]).unwrap(),
+        100,
+    );
+    assert_eq!(inspect(&bytes[..]).unwrap().tag, secret.id());
+
+    let other = SealSecret::from_bytes([4; 32]);
+    assert!(matches!(
+        load_sealed(dir.path(), &bytes, &other),
+        Err(SnapshotError::NotAuthentic)
+    ));
+    // An unsealed file (id and MAC 0) is never authentic.
+    assert!(matches!(
+        load_sealed(dir.path(), &snapshot_of(&filter), &secret),
+        Err(SnapshotError::NotAuthentic)
+    ));
+    // The MAC covers the bytes after the snapshot too; the parse refuses them anyway.
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(matches!(
+        load_sealed(dir.path(), &longer, &secret),
+        Err(SnapshotError::NotAuthentic)
+    ));
+}
+
+#[test]
+fn a_sealed_file_is_checked_by_its_mac_before_its_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = SealSecret::from_bytes([5; 32]);
+    let bytes = sealed_bytes(dir.path(), &filled(40, |b| b.capacity(30)), &secret);
+    for bit in 0..bytes.len() * 8 {
+        let mut flipped = bytes.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        let result = load_sealed(dir.path(), &flipped, &secret);
+        let expected = match bit / 8 {
+            0..=7 => matches!(result, Err(SnapshotError::BadMagic)),
+            8 | 9 => matches!(result, Err(SnapshotError::UnsupportedVersion { .. })),
+            10..=95 => matches!(result, Err(SnapshotError::HeaderChecksum)),
+            // The MAC itself and every byte of the body: refused by the MAC, before the body's
+            // checksums are looked at.
+            _ => matches!(result, Err(SnapshotError::NotAuthentic)),
+        };
+        assert!(expected, "bit {bit}: {:?}", result.map(|f| f.len()));
     }
 }

@@ -17,7 +17,7 @@ use tokio_postgres::types::{FromSqlOwned, ToSql};
 use tokio_postgres::{Client, NoTls};
 
 use super::{quote_identifier, ColumnType};
-use crate::guard::{AsyncStore, ScanPage, Written};
+use crate::guard::{AsyncStore, ScanPage, SealSecret, Written};
 
 /// Why a [`PostgresStore`] operation failed.
 #[derive(Debug)]
@@ -151,11 +151,16 @@ struct Sql {
 
 /// The table of seals (one row per store table, named by it), created by `connect` if
 /// missing in the data table's schema; `{seals}` stands for its schema-qualified name.
+/// `secret` holds the seal secret's 32 bytes; `seal` is 0 in every row this build writes (an
+/// older build, which reads `seal` as its id, never trusts a file with 0), and a row without
+/// a secret (an older build's) reads as no seal.
 const SEALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {seals} \
-     (store TEXT PRIMARY KEY, seal BIGINT NOT NULL)";
-const READ_SEAL: &str = "SELECT seal FROM {seals} WHERE store = $1";
-const WRITE_SEAL: &str = "INSERT INTO {seals} (store, seal) VALUES ($1, $2) \
-     ON CONFLICT (store) DO UPDATE SET seal = EXCLUDED.seal";
+     (store TEXT PRIMARY KEY, seal BIGINT NOT NULL, secret BYTEA)";
+/// Adds the secret's column to a seals table an older build created.
+const SEALS_SECRET_COLUMN: &str = "ALTER TABLE {seals} ADD COLUMN IF NOT EXISTS secret BYTEA";
+const READ_SEAL: &str = "SELECT secret FROM {seals} WHERE store = $1";
+const WRITE_SEAL: &str = "INSERT INTO {seals} (store, seal, secret) VALUES ($1, 0, $2) \
+     ON CONFLICT (store) DO UPDATE SET seal = EXCLUDED.seal, secret = EXCLUDED.secret";
 
 /// The seals table's name, unqualified.
 const SEALS: &str = "cuckoo_guard_seals";
@@ -499,20 +504,48 @@ where
     }
 }
 
-/// Creates the seals table if it is missing. Two stores connecting at once may both try;
-/// the one whose `CREATE` fails finds the table there.
+/// Creates the seals table if it is missing, and its `secret` column if an older build
+/// created the table. Two stores connecting at once may both try; the one whose statement
+/// fails finds the table (or the column) there.
 async fn create_seals_table(client: &Client, table: &Resolved) -> Result<(), PostgresStoreError> {
-    if seals_table_exists(client, table).await? {
+    if !seals_table_exists(client, table).await? {
+        match client
+            .batch_execute(&SEALS_TABLE.replace("{seals}", &table.seals()))
+            .await
+        {
+            Ok(()) => {}
+            Err(_) if seals_table_exists(client, table).await? => {}
+            Err(source) => return Err(query("create the seals table")(source)),
+        }
+    }
+    if seals_secret_column_exists(client, table).await? {
         return Ok(());
     }
     match client
-        .batch_execute(&SEALS_TABLE.replace("{seals}", &table.seals()))
+        .batch_execute(&SEALS_SECRET_COLUMN.replace("{seals}", &table.seals()))
         .await
     {
         Ok(()) => Ok(()),
-        Err(_) if seals_table_exists(client, table).await? => Ok(()),
-        Err(source) => Err(query("create the seals table")(source)),
+        Err(_) if seals_secret_column_exists(client, table).await? => Ok(()),
+        Err(source) => Err(query("add the seals table's secret column")(source)),
     }
+}
+
+/// Whether the seals table in `table`'s schema has the `secret` column.
+async fn seals_secret_column_exists(
+    client: &Client,
+    table: &Resolved,
+) -> Result<bool, PostgresStoreError> {
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute \
+             WHERE attrelid = to_regclass(format('%I.%I', $1::text, $2::text)) \
+             AND attname = 'secret' AND NOT attisdropped)",
+            &[&table.schema, &SEALS],
+        )
+        .await
+        .map(|row| row.get::<_, bool>(0))
+        .map_err(query("add the seals table's secret column"))
 }
 
 /// Whether the seals table exists in `table`'s schema.
@@ -546,6 +579,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// delete that row too
 /// (`DELETE FROM app.cuckoo_guard_seals WHERE store = 'users'` for a table `app.users`),
 /// or a guard restarted from a sealed snapshot would not know about its rows.
+///
+/// The seal is a secret (the [`SealSecret`]'s 32 bytes): whoever can read it can forge a
+/// snapshot file a restart trusts, so let only those read it who may write the rows.
 ///
 /// # Connections and faults
 ///
@@ -782,21 +818,26 @@ where
 
     const SEALS: bool = true;
 
-    async fn read_seal(&self) -> Result<Option<u64>, PostgresStoreError> {
+    async fn read_seal(&self) -> Result<Option<SealSecret>, PostgresStoreError> {
         let row = self
             .read("read the seal", &self.sql.read_seal, |client, statement| async move {
                 client.query_opt(&statement, &[&self.table]).await
             })
             .await?;
-        row.map(|row| row.try_get::<_, i64>(0).map(|seal| seal as u64))
+        let secret = row
+            .map(|row| row.try_get::<_, Option<Vec<u8>>>(0))
             .transpose()
-            .map_err(query("read the seal"))
+            .map_err(query("read the seal"))?;
+        // An older build's row (no secret) or anything but 32 bytes is no seal.
+        Ok(secret
+            .flatten()
+            .and_then(|bytes| SealSecret::from_slice(&bytes)))
     }
 
-    async fn write_seal(&self, id: u64) -> Result<(), PostgresStoreError> {
+    async fn write_seal(&self, secret: &SealSecret) -> Result<(), PostgresStoreError> {
         let (client, statement) = self.prepared(&self.sql.write_seal).await?;
         client
-            .execute(&statement, &[&self.table, &(id as i64)])
+            .execute(&statement, &[&self.table, &&secret.as_bytes()[..]])
             .await
             .map_err(query("write the seal"))?;
         Ok(())

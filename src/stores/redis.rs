@@ -26,7 +26,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ToSingleRedisArg};
 
-use crate::guard::{AsyncStore, ScanPage, Written};
+use crate::guard::{AsyncStore, ScanPage, SealSecret, Written};
 
 /// Checks both keys' types before writing anything, so a type error is reported before any
 /// change (and the guard knows the write was not applied).
@@ -399,10 +399,11 @@ impl<K, V> RedisStore<K, V> {
     }
 
     /// The Redis key of the seal a guard writes beside its snapshot ([`AsyncStore::SEALS`]),
-    /// `{namespace}:seal`: a string naming the snapshot, deleted by every put and delete
+    /// `{namespace}:seal`: the seal secret's 32 bytes, deleted by every put and delete
     /// through the store. A program that writes the rows over another connection must
     /// delete it too (`DEL {namespace}:seal`), or a guard restarted from a sealed snapshot
-    /// would not know about its rows.
+    /// would not know about its rows. Whoever can read the key can forge a snapshot file a
+    /// restart trusts: keep it as private as the rows.
     ///
     /// # Examples
     ///
@@ -560,20 +561,23 @@ where
 
     const SEALS: bool = true;
 
-    async fn read_seal(&self) -> Result<Option<u64>, RedisStoreError> {
+    async fn read_seal(&self) -> Result<Option<SealSecret>, RedisStoreError> {
         let mut get = redis::cmd("GET");
         get.arg(&self.seal);
-        self.read("read the seal", |mut connection| {
-            let get = &get;
-            async move { get.query_async(&mut connection).await }
-        })
-        .await
+        let bytes: Option<Vec<u8>> = self
+            .read("read the seal", |mut connection| {
+                let get = &get;
+                async move { get.query_async(&mut connection).await }
+            })
+            .await?;
+        // An older build's decimal id (or anything but 32 bytes) is no seal.
+        Ok(bytes.and_then(|bytes| SealSecret::from_slice(&bytes)))
     }
 
-    async fn write_seal(&self, id: u64) -> Result<(), RedisStoreError> {
+    async fn write_seal(&self, secret: &SealSecret) -> Result<(), RedisStoreError> {
         redis::cmd("SET")
             .arg(&self.seal)
-            .arg(id)
+            .arg(&secret.as_bytes()[..])
             .query_async::<()>(&mut self.connection())
             .await
             .map_err(command("write the seal"))

@@ -11,7 +11,7 @@ use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{quote_identifier, thread_slot, ColumnType};
-use crate::guard::{ScanPage, Store, Written};
+use crate::guard::{ScanPage, SealSecret, Store, Written};
 
 /// Why a [`SqliteStore`] operation failed.
 ///
@@ -365,6 +365,9 @@ where
 /// (`DELETE FROM cuckoo_guard_seals WHERE store = 'users' COLLATE NOCASE`), or a guard
 /// restarted from a sealed snapshot would not know about its rows.
 ///
+/// The seal is a secret (the [`SealSecret`]'s 32 bytes): whoever can read it can forge a
+/// snapshot file a restart trusts, so let only those read it who may write the rows.
+///
 /// # Examples
 ///
 /// ```
@@ -558,30 +561,38 @@ where
 
     const SEALS: bool = true;
 
-    fn read_seal(&self) -> Result<Option<u64>, SqliteStoreError> {
+    fn read_seal(&self) -> Result<Option<SealSecret>, SqliteStoreError> {
         let conn = self.connection();
         conn.prepare_cached("SELECT seal FROM cuckoo_guard_seals WHERE store = ?1")
             .and_then(|mut stmt| {
-                stmt.query_row([&self.queries.table], |row| row.get::<_, i64>(0))
-                    .optional()
+                stmt.query_row([&self.queries.table], |row| {
+                    row.get::<_, rusqlite::types::Value>(0)
+                })
+                .optional()
             })
-            .map(|seal| seal.map(|s| s as u64))
+            // An older build's integer seal (or anything but 32 bytes) is no seal.
+            .map(|seal| match seal {
+                Some(rusqlite::types::Value::Blob(bytes)) => SealSecret::from_slice(&bytes),
+                _ => None,
+            })
             .map_err(statement("read the seal"))
     }
 
-    fn write_seal(&self, id: u64) -> Result<(), SqliteStoreError> {
+    fn write_seal(&self, secret: &SealSecret) -> Result<(), SqliteStoreError> {
         let conn = self.connection();
         conn.prepare_cached(
             "INSERT INTO cuckoo_guard_seals (store, seal) VALUES (?1, ?2) \
              ON CONFLICT (store) DO UPDATE SET seal = excluded.seal",
         )
-        .and_then(|mut stmt| stmt.execute((&self.queries.table, id as i64)))
+        .and_then(|mut stmt| stmt.execute((&self.queries.table, &secret.as_bytes()[..])))
         .map_err(statement("write the seal"))?;
         Ok(())
     }
 }
 
 /// The table of seals (one row per store table, named by it), created by `open` if missing.
+/// The `seal` column holds the seal secret's 32 bytes as a BLOB (its INTEGER affinity keeps
+/// a BLOB as it is); an older build's integer there reads as no seal.
 const SEALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS cuckoo_guard_seals \
      (store TEXT PRIMARY KEY NOT NULL, seal INTEGER NOT NULL)";
 
