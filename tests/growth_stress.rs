@@ -4,7 +4,10 @@
 //! remove had not begun when the lookup ended) must find it; no insert may fail.
 //! `cargo test --release --test growth_stress -- --nocapture` prints what it checked.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
+mod common;
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::time::Duration;
 
 use cuckoo_guard::CuckooFilter;
 
@@ -26,18 +29,24 @@ fn growth_under_concurrent_inserts_removes_and_lookups() {
     let total = (WRITERS * KEYS_PER_WRITER) as usize;
     // Per key: `generation << 2 | phase`, written only by the key's writer.
     let states: Vec<AtomicU32> = (0..total).map(|_| AtomicU32::new(ABSENT)).collect();
-    let done = AtomicBool::new(false);
+    let stop = common::Stop::new("growth stress", Duration::from_secs(120));
     let checked = AtomicU64::new(0);
     let set = |index: usize, phase: u32| {
         let generation = (states[index].load(SeqCst) >> 2) + 1;
         states[index].store(generation << 2 | phase, SeqCst);
     };
     std::thread::scope(|s| {
+        // However the writers end, the readers stop.
+        let _stop_readers = stop.raise_on_drop();
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
-                let (filter, set) = (&filter, &set);
+                let (filter, set, stop) = (&filter, &set, &stop);
                 s.spawn(move || {
+                    let _raise = stop.raise_on_panic();
                     for i in 0..KEYS_PER_WRITER {
+                        if stop.stopped() {
+                            return;
+                        }
                         let index = (i * WRITERS + w) as usize;
                         filter
                             .insert(&key(w, i))
@@ -55,11 +64,12 @@ fn growth_under_concurrent_inserts_removes_and_lookups() {
             })
             .collect();
         for r in 0..2u64 {
-            let (filter, states, done, checked) = (&filter, &states, &done, &checked);
+            let (filter, states, stop, checked) = (&filter, &states, &stop, &checked);
             s.spawn(move || {
+                let _raise = stop.raise_on_panic();
                 let mut x = 0x1234_5678_9ABC_DEF0u64 ^ r;
                 let mut n = 0u64;
-                while !done.load(SeqCst) {
+                while !stop.stopped() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
@@ -79,7 +89,6 @@ fn growth_under_concurrent_inserts_removes_and_lookups() {
         for writer in writers {
             writer.join().unwrap();
         }
-        done.store(true, SeqCst);
     });
     let stats = filter.stats();
     let present = states
