@@ -18,7 +18,8 @@ pub(crate) mod servers;
 /// (or gets stuck) fails the test with a message instead of hanging it.
 ///
 /// Workers poll [`Stop::stopped`] and hold [`Stop::raise_on_panic`]; the code that ends the
-/// run holds [`Stop::raise_on_drop`], so a panic anywhere stops every worker. Past the
+/// run (and blocks until then: in a thread scope, not a closure that only spawns) holds
+/// [`Stop::raise_on_drop`], so a panic anywhere stops every worker. Past the
 /// deadline, `stopped` raises the stop and panics with the test's name and limit. A worker
 /// stuck in a call that never returns cannot poll: while the first `Stop` (the owner) lives,
 /// a watchdog thread ends the test binary with a message 30 seconds after the deadline.
@@ -387,7 +388,6 @@ where
     let writers_done = AtomicUsize::new(0);
     let stop = Stop::new("the concurrency check", CONCURRENCY_DEADLINE);
     std::thread::scope(|scope| {
-        let _stop_workers = stop.raise_on_drop();
         for writer in 0..2u64 {
             let (states, writers_done, stop) = (&states, &writers_done, &stop);
             scope.spawn(move || {
