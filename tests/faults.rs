@@ -328,6 +328,18 @@ fn sweep(rate: f64) {
         assert!(errors > 0);
     }
     assert!(checked > 1_000, "{checked}");
+    // The rebuilds ran beside the traffic and met the same faults: without faults each one
+    // swaps, and up to 10% of calls failing some still do.
+    assert!(rebuilt + rebuilds_failed >= 3, "{rebuilt} + {rebuilds_failed} rebuilds");
+    if rate == 0.0 {
+        assert_eq!(rebuilds_failed, 0);
+    } else {
+        assert!(rebuilds_failed > 0, "no rebuild met a fault");
+    }
+    if rate <= 0.10 {
+        assert!(rebuilt > 0, "no rebuild swapped at {rate} faults");
+    }
+    assert_eq!(stats.rebuilds, rebuilt);
 }
 
 #[test]

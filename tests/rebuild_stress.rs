@@ -28,8 +28,8 @@ fn creates_target() -> u64 {
         .unwrap_or(200_000)
 }
 
-/// The deadline of one run: ten times a loaded CI run's pace of 2,500 creates a second
-/// (`CG_STRESS_CREATES` scales it), at least two minutes.
+/// The deadline of one run: 4 ms a create (`CG_STRESS_CREATES` scales it), at least two
+/// minutes.
 fn stress_deadline(target: u64) -> Duration {
     Duration::from_secs((target / 250).max(120))
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -38,8 +38,9 @@ struct Seen {
 /// returned before the snapshot began and whose remove had not begun when it ended, must be
 /// in it.
 ///
-/// Takes `CG_SNAPSHOT_ROUNDS` snapshots, then more (up to 20 times as many) until `enough`
-/// holds for what was seen: the race a scenario is about may take a while under load.
+/// Takes `CG_SNAPSHOT_ROUNDS` snapshots, then more (up to 5 times as many) until `enough`
+/// holds for what was seen: the race a scenario is about may take a while under load. The
+/// writers start only once the snapshots do, so all their growth overlaps the snapshots.
 fn snapshots_under_churn(
     filter: CuckooFilter,
     stable: u64,
@@ -55,6 +56,7 @@ fn snapshots_under_churn(
     // Per writer: the churn keys currently inserted (insert returned, remove not begun).
     let live: Vec<Arc<Mutex<Vec<u64>>>> = (0..writers).map(|_| Arc::default()).collect();
     let ops = Arc::new(AtomicU64::new(0));
+    let start = Arc::new(Barrier::new(writers as usize + 1));
     let handles: Vec<_> = (0..writers)
         .map(|w| {
             let (filter, stop, live, ops) = (
@@ -63,7 +65,9 @@ fn snapshots_under_churn(
                 Arc::clone(&live[w as usize]),
                 Arc::clone(&ops),
             );
+            let start = Arc::clone(&start);
             thread::spawn(move || {
+                start.wait();
                 let _raise = stop.raise_on_panic();
                 // Each churn key is inserted once and removed once, so a key live both
                 // before and after a snapshot was live throughout it.
@@ -97,7 +101,8 @@ fn snapshots_under_churn(
     let stop_writers = stop.raise_on_drop();
     let mut seen = Seen::default();
     let growth_steps_before = filter.stats().growth_steps;
-    for round in 0..rounds() * 20 {
+    start.wait();
+    for round in 0..rounds() * 5 {
         if stop.stopped() || (round >= rounds() && enough(&seen)) {
             break;
         }
