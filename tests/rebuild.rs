@@ -378,7 +378,7 @@ fn no_false_negatives_while_rebuilds_run_back_to_back() {
                 }
             }
         });
-        common::guard_concurrency_sync(&guard, U64_ROWS, 4_000, 40_000)
+        common::guard_concurrency_sync(&guard, U64_ROWS, 4_000, 200_000)
     });
     let stats = guard.stats();
     assert!(stats.rebuilds >= 3, "{stats:?}");
