@@ -330,7 +330,10 @@ fn sweep(rate: f64) {
     assert!(checked > 1_000, "{checked}");
     // The rebuilds ran beside the traffic and met the same faults: without faults each one
     // swaps, and up to 10% of calls failing some still do.
-    assert!(rebuilt + rebuilds_failed >= 3, "{rebuilt} + {rebuilds_failed} rebuilds");
+    assert!(
+        rebuilt + rebuilds_failed >= 3,
+        "{rebuilt} + {rebuilds_failed} rebuilds"
+    );
     if rate == 0.0 {
         assert_eq!(rebuilds_failed, 0);
     } else {

@@ -724,7 +724,10 @@ fn a_second_concurrent_warm_up_is_refused() {
         });
         second.join().unwrap()
     });
-    assert!(matches!(second, Err(GuardError::WarmUpRunning)), "{second:?}");
+    assert!(
+        matches!(second, Err(GuardError::WarmUpRunning)),
+        "{second:?}"
+    );
     assert!(!guard.is_warming(), "the first warm-up finished");
 }
 

@@ -385,10 +385,15 @@ fn no_false_negatives_while_rebuilds_run_back_to_back() {
     assert!(checked > 10_000, "{checked} lookups checked");
     assert!(guard.filter().len() >= present);
     // Once the rebuilds are done, every row the store holds passes the filter.
-    let rows = Store::scan_keys(guard.store(), None, usize::MAX).unwrap().keys;
+    let rows = Store::scan_keys(guard.store(), None, usize::MAX)
+        .unwrap()
+        .keys;
     assert_eq!(rows.len(), present);
     let missing: Vec<_> = rows.iter().filter(|k| !guard.may_contain(k)).collect();
-    assert!(missing.is_empty(), "rows missing from the filter: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "rows missing from the filter: {missing:?}"
+    );
     println!(
         "{checked} lookups checked, {} rebuilds, {present} keys at the end",
         stats.rebuilds

@@ -208,7 +208,10 @@ fn a_seal_under_concurrent_writes_is_trusted_only_if_it_holds_every_key() {
     println!(
         "{trusted} of {rounds} seals under writes were trusted (each checked), the last one too"
     );
-    assert!(trusted >= 1, "no seal under writes was trusted in {rounds} rounds");
+    assert!(
+        trusted >= 1,
+        "no seal under writes was trusted in {rounds} rounds"
+    );
 }
 
 /// [`restart_cases`] through an [`AsyncCacheGuard`]: `open` connects anew, as a restarted
@@ -328,7 +331,10 @@ where
     println!(
         "{trusted} of {rounds} seals under writes were trusted (each checked), the last one too"
     );
-    assert!(trusted >= 1, "no seal under writes was trusted in {rounds} rounds");
+    assert!(
+        trusted >= 1,
+        "no seal under writes was trusted in {rounds} rounds"
+    );
 }
 
 async fn all_keys<St: AsyncStore<Key = i64>>(store: &St) -> Vec<i64> {
