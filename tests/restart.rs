@@ -169,11 +169,11 @@ fn a_seal_under_concurrent_writes_is_trusted_only_if_it_holds_every_key() {
     let mut trusted = 0;
     // 20 rounds, and then more (up to 40) until a seal under writes was trusted: each extra
     // round seals later, so the seal comes after the last write began.
-    let mut rounds = 0;
+    let mut rounds = 0i64;
     while rounds < 20 || (trusted == 0 && rounds < 40) {
         let round = rounds;
         rounds += 1;
-        let delay = std::time::Duration::from_micros(200 << round.saturating_sub(19).min(10));
+        let delay = std::time::Duration::from_micros(200 << (round - 19).clamp(0, 10));
         std::thread::scope(|s| {
             let g = &guard;
             s.spawn(move || {
@@ -292,11 +292,11 @@ where
     let mut trusted = 0;
     // 10 rounds, and then more (up to 30) until a seal under writes was trusted: each extra
     // round seals later, so the seal comes after the last write began.
-    let mut rounds = 0;
+    let mut rounds = 0i64;
     while rounds < 10 || (trusted == 0 && rounds < 30) {
         let round = rounds;
         rounds += 1;
-        let delay = round as u64 * (1 << round.saturating_sub(9).min(4));
+        let delay = round as u64 * (1 << (round - 9).clamp(0, 4));
         let writer = {
             let guard = guard.clone();
             tokio::spawn(async move {
