@@ -128,8 +128,8 @@ fn snapshots_under_churn(
         assert_eq!(body.extras, written.extras);
         seen.extras += written.extras;
         seen.snapshots += 1;
+        seen.growth_steps = filter.stats().growth_steps - growth_steps_before;
     }
-    seen.growth_steps = filter.stats().growth_steps - growth_steps_before;
     drop(stop_writers);
     for h in handles {
         h.join().unwrap();
