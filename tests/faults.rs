@@ -5,9 +5,11 @@
 //! every key the store holds must pass the filter: no false negatives, stale copies counted.
 #![cfg(feature = "sqlite")]
 
+mod common;
+
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -172,12 +174,15 @@ impl Tally {
 
 /// One thread: creates keys of its own, deletes some, reads keys whose create returned and
 /// whose delete has not begun (those must be found).
-fn traffic(guard: &Guard, thread: i64, operations: u64) -> Tally {
+fn traffic(guard: &Guard, stop: &common::Stop, thread: i64, operations: u64) -> Tally {
     let mut tally = Tally::default();
     let mut present: Vec<i64> = Vec::new();
     let mut next = thread << 40;
     let mut x = thread as u64 + 1;
     for _ in 0..operations {
+        if stop.stopped() {
+            break;
+        }
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -247,19 +252,25 @@ fn sweep(rate: f64) {
         }
     }
 
-    let done = AtomicBool::new(false);
+    let stop = common::Stop::new(&format!("{rate} faults"), Duration::from_secs(120));
     let rebuilds = Mutex::new((0u64, 0u64));
     let tallies: Vec<Tally> = std::thread::scope(|scope| {
+        // However the traffic ends, the rebuilds (and the other thread's traffic) stop.
+        let _stop_workers = stop.raise_on_drop();
         let workers: Vec<_> = (0..2)
             .map(|thread| {
                 scope.spawn({
-                    let guard = &guard;
-                    move || traffic(guard, thread + 1, 20_000)
+                    let (guard, stop) = (&guard, &stop);
+                    move || {
+                        let _raise = stop.raise_on_panic();
+                        traffic(guard, stop, thread + 1, 20_000)
+                    }
                 })
             })
             .collect();
         scope.spawn(|| {
-            while !done.load(Relaxed) {
+            let _raise = stop.raise_on_panic();
+            while !stop.stopped() {
                 let outcome = guard.rebuild();
                 let mut counts = rebuilds.lock().unwrap();
                 match outcome {
@@ -270,9 +281,7 @@ fn sweep(rate: f64) {
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
-        let tallies = workers.into_iter().map(|w| w.join().unwrap()).collect();
-        done.store(true, Relaxed);
-        tallies
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
     });
 
     // Every key the store holds (read without faults) must pass the filter.
@@ -319,6 +328,21 @@ fn sweep(rate: f64) {
         assert!(errors > 0);
     }
     assert!(checked > 1_000, "{checked}");
+    // The rebuilds ran beside the traffic and met the same faults: without faults each one
+    // swaps, and up to 10% of calls failing some still do.
+    assert!(
+        rebuilt + rebuilds_failed >= 3,
+        "{rebuilt} + {rebuilds_failed} rebuilds"
+    );
+    if rate == 0.0 {
+        assert_eq!(rebuilds_failed, 0);
+    } else {
+        assert!(rebuilds_failed > 0, "no rebuild met a fault");
+    }
+    if rate <= 0.10 {
+        assert!(rebuilt > 0, "no rebuild swapped at {rate} faults");
+    }
+    assert_eq!(stats.rebuilds, rebuilt);
 }
 
 #[test]

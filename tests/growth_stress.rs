@@ -1,12 +1,16 @@
-//! Concurrency stress of growth: a filter built for 1,000 keys takes 400,000 from two
-//! writers, which also remove every third key they inserted, while two readers look keys up.
+//! Concurrency stress of growth: a filter built for 1,000 keys (and one adding tables of its
+//! base size, for many more steps) takes 400,000 from two writers, which also remove every
+//! third key they inserted, while two readers look keys up.
 //! Every lookup of a key known present (its insert returned before the lookup began and its
 //! remove had not begun when the lookup ended) must find it; no insert may fail.
 //! `cargo test --release --test growth_stress -- --nocapture` prints what it checked.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
+mod common;
 
-use cuckoo_guard::CuckooFilter;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::time::Duration;
+
+use cuckoo_guard::{CuckooFilter, Growth};
 
 const ABSENT: u32 = 0;
 const PRESENT: u32 = 1;
@@ -22,22 +26,46 @@ fn key(w: u64, i: u64) -> u64 {
 
 #[test]
 fn growth_under_concurrent_inserts_removes_and_lookups() {
-    let filter = CuckooFilter::with_capacity(1_000);
+    stress(CuckooFilter::with_capacity(1_000), 6);
+}
+
+/// Tables of the base table's size: many more growth steps, each under the same traffic.
+#[test]
+fn many_growth_steps_of_equal_tables() {
+    let filter = CuckooFilter::builder()
+        .capacity(12_000)
+        .growth(Growth::Expand {
+            factor: 1,
+            max_steps: 32,
+        })
+        .build()
+        .unwrap();
+    stress(filter, 12);
+}
+
+/// The stress on `filter`, which must take at least `min_steps` growth steps.
+fn stress(filter: CuckooFilter, min_steps: usize) {
     let total = (WRITERS * KEYS_PER_WRITER) as usize;
     // Per key: `generation << 2 | phase`, written only by the key's writer.
     let states: Vec<AtomicU32> = (0..total).map(|_| AtomicU32::new(ABSENT)).collect();
-    let done = AtomicBool::new(false);
+    let stop = common::Stop::new("growth stress", Duration::from_secs(120));
     let checked = AtomicU64::new(0);
     let set = |index: usize, phase: u32| {
         let generation = (states[index].load(SeqCst) >> 2) + 1;
         states[index].store(generation << 2 | phase, SeqCst);
     };
     std::thread::scope(|s| {
+        // However the writers end, the readers stop.
+        let _stop_readers = stop.raise_on_drop();
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
-                let (filter, set) = (&filter, &set);
+                let (filter, set, stop) = (&filter, &set, &stop);
                 s.spawn(move || {
+                    let _raise = stop.raise_on_panic();
                     for i in 0..KEYS_PER_WRITER {
+                        if stop.stopped() {
+                            return;
+                        }
                         let index = (i * WRITERS + w) as usize;
                         filter
                             .insert(&key(w, i))
@@ -55,11 +83,12 @@ fn growth_under_concurrent_inserts_removes_and_lookups() {
             })
             .collect();
         for r in 0..2u64 {
-            let (filter, states, done, checked) = (&filter, &states, &done, &checked);
+            let (filter, states, stop, checked) = (&filter, &states, &stop, &checked);
             s.spawn(move || {
+                let _raise = stop.raise_on_panic();
                 let mut x = 0x1234_5678_9ABC_DEF0u64 ^ r;
                 let mut n = 0u64;
-                while !done.load(SeqCst) {
+                while !stop.stopped() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
@@ -79,7 +108,6 @@ fn growth_under_concurrent_inserts_removes_and_lookups() {
         for writer in writers {
             writer.join().unwrap();
         }
-        done.store(true, SeqCst);
     });
     let stats = filter.stats();
     let present = states
@@ -99,7 +127,11 @@ fn growth_under_concurrent_inserts_removes_and_lookups() {
     );
     assert_eq!(stats.failed_inserts, 0);
     assert_eq!(filter.len(), present);
-    assert!(stats.growth_steps >= 6, "the filter should have grown");
+    assert!(
+        stats.growth_steps >= min_steps,
+        "the filter grew {} steps, fewer than {min_steps}",
+        stats.growth_steps
+    );
     assert!(
         checked.load(SeqCst) > 10_000,
         "the readers checked too little"

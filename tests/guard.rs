@@ -7,6 +7,7 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, Weak};
+use std::time::Duration;
 
 use cuckoo_guard::guard::{
     AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardError, MemoryStore, RebuildPolicy,
@@ -695,15 +696,39 @@ fn a_second_concurrent_warm_up_is_refused() {
         filter(100),
         MemoryStore::from_rows((0..10u64).map(|k| (k, k))),
     );
-    let mut nested = None;
-    guard
-        .warm_up(1, |_| {
-            if nested.is_none() {
-                nested = Some(guard.warm_up(1, |_| {}).map(|_| ()));
-            }
-        })
-        .unwrap();
-    assert!(matches!(nested, Some(Err(GuardError::WarmUpRunning))));
+    let (started, first_running) = mpsc::channel();
+    let (answered, second_answered) = mpsc::channel();
+    let second = std::thread::scope(|s| {
+        let guard = &guard;
+        // The first warm-up holds its first page until the second, on another thread, was
+        // answered.
+        s.spawn(move || {
+            let mut held = false;
+            guard
+                .warm_up(1, |_| {
+                    if !held {
+                        held = true;
+                        started.send(()).unwrap();
+                        second_answered
+                            .recv_timeout(Duration::from_secs(30))
+                            .expect("the second warm-up answers while the first runs");
+                    }
+                })
+                .unwrap();
+        });
+        let second = s.spawn(move || {
+            first_running.recv().unwrap();
+            let second = guard.warm_up(1, |_| {}).map(|_| ());
+            answered.send(()).unwrap();
+            second
+        });
+        second.join().unwrap()
+    });
+    assert!(
+        matches!(second, Err(GuardError::WarmUpRunning)),
+        "{second:?}"
+    );
+    assert!(!guard.is_warming(), "the first warm-up finished");
 }
 
 /// Writers create and delete, readers look up; a lookup of a key whose create returned

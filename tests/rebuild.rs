@@ -451,24 +451,35 @@ fn no_false_negatives_while_rebuilds_run_back_to_back() {
         Mem::new(),
         RebuildPolicy::manual().page_size(64).unwrap(),
     );
-    let done = AtomicBool::new(false);
+    let stop = common::Stop::new("back-to-back rebuilds", Duration::from_secs(120));
     let (checked, present) = std::thread::scope(|s| {
+        // However the check below ends, the rebuilds stop.
+        let _stop_rebuilds = stop.raise_on_drop();
         s.spawn(|| {
-            while !done.load(SeqCst) {
+            let _raise = stop.raise_on_panic();
+            while !stop.stopped() {
                 match guard.rebuild() {
                     Ok(_) | Err(GuardError::Warming | GuardError::RebuildRunning) => {}
                     Err(e) => panic!("{e}"),
                 }
             }
         });
-        let result = common::guard_concurrency_sync(&guard, U64_ROWS, 4_000, 40_000);
-        done.store(true, SeqCst);
-        result
+        common::guard_concurrency_sync(&guard, U64_ROWS, 4_000, 200_000)
     });
     let stats = guard.stats();
     assert!(stats.rebuilds >= 3, "{stats:?}");
     assert!(checked > 10_000, "{checked} lookups checked");
     assert!(guard.filter().len() >= present);
+    // Once the rebuilds are done, every row the store holds passes the filter.
+    let rows = Store::scan_keys(guard.store(), None, usize::MAX)
+        .unwrap()
+        .keys;
+    assert_eq!(rows.len(), present);
+    let missing: Vec<_> = rows.iter().filter(|k| !guard.may_contain(k)).collect();
+    assert!(
+        missing.is_empty(),
+        "rows missing from the filter: {missing:?}"
+    );
     println!(
         "{checked} lookups checked, {} rebuilds, {present} keys at the end",
         stats.rebuilds

@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,12 @@ fn creates_target() -> u64 {
         .ok()
         .map(|v| v.parse().expect("CG_STRESS_CREATES is a number"))
         .unwrap_or(200_000)
+}
+
+/// The deadline of one run: 6 ms a create (`CG_STRESS_CREATES` scales it), at least two
+/// minutes; room for PostgreSQL on a loaded machine.
+fn stress_deadline(target: u64) -> Duration {
+    Duration::from_secs((target * 6 / 1_000).max(120))
 }
 
 /// Keys of writer `w`: `w`, `w + 2`, `w + 4`, ...; absent keys (never created) are above 2^40.
@@ -144,26 +150,33 @@ fn drive(name: &str, guard: &dyn StressGuard) {
     let target = creates_target();
     guard.warm_up();
     let started = Instant::now();
-    let done = AtomicBool::new(false);
+    let stop = common::Stop::new(&format!("{name} stress"), stress_deadline(target));
     let checked = AtomicU64::new(0);
     // Samples every 50 ms; a change of the rebuild count marks a window boundary.
     let samples = Mutex::new(vec![Sample::of(&guard.stats())]);
     std::thread::scope(|s| {
+        // However the writers end, the sampler (and a writer still running) stops.
+        let _stop_workers = stop.raise_on_drop();
         s.spawn(|| {
-            while !done.load(SeqCst) {
+            let _raise = stop.raise_on_panic();
+            while !stop.stopped() {
                 std::thread::sleep(Duration::from_millis(50));
                 samples.lock().unwrap().push(Sample::of(&guard.stats()));
             }
         });
         let writers: Vec<_> = (0..2u64)
             .map(|w| {
-                let checked = &checked;
+                let (checked, stop) = (&checked, &stop);
                 s.spawn(move || {
+                    let _raise = stop.raise_on_panic();
                     let mut x = w + 1;
                     let mut live: Vec<u64> = Vec::new();
                     let mut created = 0;
                     let mut next = w;
                     while created < target / 2 {
+                        if stop.stopped() {
+                            return;
+                        }
                         x = x
                             .wrapping_mul(6_364_136_223_846_793_005)
                             .wrapping_add(1_442_695_040_888_963_407);
@@ -193,10 +206,9 @@ fn drive(name: &str, guard: &dyn StressGuard) {
             writer.join().unwrap();
         }
         // Let a rebuild that is running finish before the last sample.
-        while guard.stats().rebuilding {
+        while guard.stats().rebuilding && !stop.stopped() {
             std::thread::sleep(Duration::from_millis(5));
         }
-        done.store(true, SeqCst);
     });
     let last = guard.stats();
     let mut samples = samples.into_inner().unwrap();

@@ -182,7 +182,13 @@ fn a_seal_under_concurrent_writes_is_trusted_only_if_it_holds_every_key() {
     let guard = CacheGuard::new(CuckooFilter::with_capacity(100_000), Arc::clone(&store));
     guard.warm_up(100, |_| {}).unwrap();
     let mut trusted = 0;
-    for round in 0..20i64 {
+    // 20 rounds, and then more (up to 40) until a seal under writes was trusted: each extra
+    // round seals later, so the seal comes after the last write began.
+    let mut rounds = 0i64;
+    while rounds < 20 || (trusted == 0 && rounds < 40) {
+        let round = rounds;
+        rounds += 1;
+        let delay = std::time::Duration::from_micros(200 << (round - 19).clamp(0, 10));
         std::thread::scope(|s| {
             let g = &guard;
             s.spawn(move || {
@@ -191,7 +197,7 @@ fn a_seal_under_concurrent_writes_is_trusted_only_if_it_holds_every_key() {
                 }
             });
             // Sealed somewhere in the middle of the writes.
-            std::thread::sleep(std::time::Duration::from_micros(200));
+            std::thread::sleep(delay);
             g.seal(&path).unwrap();
         });
         let (restored, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
@@ -212,9 +218,15 @@ fn a_seal_under_concurrent_writes_is_trusted_only_if_it_holds_every_key() {
     let (restored, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
     assert!(restart.is_trusted(), "{restart}");
     let rows = Store::scan_keys(&*store, None, usize::MAX).unwrap().keys;
-    assert_eq!(rows.len(), 20 * 500 + 1);
+    assert_eq!(rows.len(), rounds as usize * 500 + 1);
     assert!(rows.iter().all(|k| restored.may_contain(k)));
-    println!("{trusted} of 20 seals under writes were trusted (each checked), the last one too");
+    println!(
+        "{trusted} of {rounds} seals under writes were trusted (each checked), the last one too"
+    );
+    assert!(
+        trusted >= 1,
+        "no seal under writes was trusted in {rounds} rounds"
+    );
 }
 
 /// [`restart_cases`] through an [`AsyncCacheGuard`]: `open` connects anew, as a restarted
@@ -296,7 +308,13 @@ where
     guard.warm_up(100, |_| {}).await.unwrap();
     let before = all_keys(&*store).await.len();
     let mut trusted = 0;
-    for round in 0..10i64 {
+    // 10 rounds, and then more (up to 30) until a seal under writes was trusted: each extra
+    // round seals later, so the seal comes after the last write began.
+    let mut rounds = 0i64;
+    while rounds < 10 || (trusted == 0 && rounds < 30) {
+        let round = rounds;
+        rounds += 1;
+        let delay = round as u64 * (1 << (round - 9).clamp(0, 4));
         let writer = {
             let guard = guard.clone();
             tokio::spawn(async move {
@@ -307,7 +325,7 @@ where
             })
         };
         // From the first writes to after the last: some seals are cleared, some trusted.
-        tokio::time::sleep(std::time::Duration::from_millis(round as u64)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         guard.seal(&path).await.unwrap();
         writer.await.unwrap();
         let (restored, restart) =
@@ -326,9 +344,15 @@ where
     let (restored, restart) = AsyncCacheGuard::restore(&path, Arc::clone(&store), fallback).await;
     assert!(restart.is_trusted(), "{restart}");
     let rows = all_keys(&*store).await;
-    assert_eq!(rows.len(), before + 10 * 30 + 1);
+    assert_eq!(rows.len(), before + rounds as usize * 30 + 1);
     assert!(rows.iter().all(|k| restored.may_contain(k)));
-    println!("{trusted} of 10 seals under writes were trusted (each checked), the last one too");
+    println!(
+        "{trusted} of {rounds} seals under writes were trusted (each checked), the last one too"
+    );
+    assert!(
+        trusted >= 1,
+        "no seal under writes was trusted in {rounds} rounds"
+    );
 }
 
 async fn all_keys<St: AsyncStore<Key = i64>>(store: &St) -> Vec<i64> {

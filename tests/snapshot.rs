@@ -3,9 +3,12 @@
 //!
 //! `CG_SNAPSHOT_ROUNDS` sets the snapshots per scenario (default 40).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use cuckoo_guard::{snapshot, CuckooFilter, Growth};
 
@@ -23,6 +26,8 @@ struct Seen {
     extras: u64,
     writer_ops: u64,
     churn_keys_checked: u64,
+    /// Tables the filter added between the first snapshot's start and the last one's end.
+    growth_steps: usize,
 }
 
 /// `stable` keys are inserted first and never removed; `writers` threads churn their own
@@ -32,31 +37,44 @@ struct Seen {
 /// thread takes snapshots and loads each: every stable key, and every churn key whose insert
 /// returned before the snapshot began and whose remove had not begun when it ended, must be
 /// in it.
-fn snapshots_under_churn(filter: CuckooFilter, stable: u64, churn_per_writer: u64) -> Seen {
+///
+/// Takes `CG_SNAPSHOT_ROUNDS` snapshots, then more (up to 5 times as many) until `enough`
+/// holds for what was seen: the race a scenario is about may take a while under load. The
+/// writers start only once the snapshots do, so all their growth overlaps the snapshots.
+fn snapshots_under_churn(
+    filter: CuckooFilter,
+    stable: u64,
+    churn_per_writer: u64,
+    enough: fn(&Seen) -> bool,
+) -> Seen {
     let filter = Arc::new(filter);
     for k in 0..stable {
         filter.insert(&k).unwrap();
     }
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = common::Stop::new("snapshots under churn", Duration::from_secs(120));
     let writers = 2u64;
     // Per writer: the churn keys currently inserted (insert returned, remove not begun).
     let live: Vec<Arc<Mutex<Vec<u64>>>> = (0..writers).map(|_| Arc::default()).collect();
     let ops = Arc::new(AtomicU64::new(0));
+    let start = Arc::new(Barrier::new(writers as usize + 1));
     let handles: Vec<_> = (0..writers)
         .map(|w| {
             let (filter, stop, live, ops) = (
                 Arc::clone(&filter),
-                Arc::clone(&stop),
+                stop.clone(),
                 Arc::clone(&live[w as usize]),
                 Arc::clone(&ops),
             );
+            let start = Arc::clone(&start);
             thread::spawn(move || {
+                start.wait();
+                let _raise = stop.raise_on_panic();
                 // Each churn key is inserted once and removed once, so a key live both
                 // before and after a snapshot was live throughout it.
                 let base = stable + (w << 40);
                 let mut next = 0u64;
                 let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.stopped() {
                     let key = base + next;
                     next += 1;
                     filter.insert(&key).unwrap();
@@ -79,8 +97,15 @@ fn snapshots_under_churn(filter: CuckooFilter, stable: u64, churn_per_writer: u6
             })
         })
         .collect();
+    // However the snapshots end, the writers stop.
+    let stop_writers = stop.raise_on_drop();
     let mut seen = Seen::default();
-    for _ in 0..rounds() {
+    let growth_steps_before = filter.stats().growth_steps;
+    start.wait();
+    for round in 0..rounds() * 5 {
+        if stop.stopped() || (round >= rounds() && enough(&seen)) {
+            break;
+        }
         // Keys live before the snapshot began.
         let before: Vec<Vec<u64>> = live.iter().map(|l| l.lock().unwrap().clone()).collect();
         let mut bytes = Vec::new();
@@ -103,8 +128,9 @@ fn snapshots_under_churn(filter: CuckooFilter, stable: u64, churn_per_writer: u6
         assert_eq!(body.extras, written.extras);
         seen.extras += written.extras;
         seen.snapshots += 1;
+        seen.growth_steps = filter.stats().growth_steps - growth_steps_before;
     }
-    stop.store(true, Ordering::Relaxed);
+    drop(stop_writers);
     for h in handles {
         h.join().unwrap();
     }
@@ -124,7 +150,7 @@ fn snapshots_under_displacement_keep_every_key() {
         .unwrap();
     let slots = filter.capacity() as u64;
     let stable = slots * 84 / 100;
-    let seen = snapshots_under_churn(filter, stable, slots * 10 / 100);
+    let seen = snapshots_under_churn(filter, stable, slots * 10 / 100, |seen| seen.extras > 0);
     println!("16-bit, {stable} stable keys: {seen:?}");
     assert!(seen.writer_ops > 0 && seen.churn_keys_checked > 0);
     assert!(
@@ -147,7 +173,7 @@ fn snapshots_under_colliding_removes_keep_every_key() {
         .unwrap();
     let slots = filter.capacity() as u64;
     let stable = slots * 75 / 100;
-    let seen = snapshots_under_churn(filter, stable, slots * 20 / 100);
+    let seen = snapshots_under_churn(filter, stable, slots * 20 / 100, |seen| seen.extras > 0);
     println!("8-bit, {stable} stable keys: {seen:?}");
     assert!(seen.writer_ops > 0 && seen.churn_keys_checked > 0);
     assert!(
@@ -164,7 +190,11 @@ fn snapshots_of_a_growing_filter_keep_every_key() {
         .seed(9)
         .build()
         .unwrap();
-    let seen = snapshots_under_churn(filter, 6_000, 20_000);
+    let seen = snapshots_under_churn(filter, 6_000, 20_000, |seen| seen.growth_steps > 0);
     println!("growing: {seen:?}");
     assert!(seen.churn_keys_checked > 0);
+    assert!(
+        seen.growth_steps > 0,
+        "the filter did not grow while snapshots ran: {seen:?}"
+    );
 }

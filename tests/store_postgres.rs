@@ -186,6 +186,45 @@ fn the_guard_stays_exact_under_concurrent_tasks() {
 }
 
 #[test]
+fn warm_up_loads_existing_rows_and_then_blocks_misses() {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_warm");
+        let store = store(&url, &table).await;
+        // 2,500 rows: two full pages of 1,000 and a partial last one.
+        client(&url)
+            .await
+            .batch_execute(&format!(
+                "INSERT INTO \"{table}\" (key, value) \
+                 SELECT g, 'value ' || g FROM generate_series(0, 2499) AS g"
+            ))
+            .await
+            .unwrap();
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(2_500), store);
+        let mut pages = 0;
+        let done = guard.warm_up(1_000, |_| pages += 1).await.unwrap();
+        assert_eq!((done.keys_loaded, pages), (2_500, 3));
+        assert!((0..2_500i64).all(|k| guard.may_contain(&k)));
+        assert_eq!(
+            guard.get(&2_499).await.unwrap().as_deref(),
+            Some("value 2499")
+        );
+        for k in 100_000..101_000i64 {
+            assert_eq!(guard.get(&k).await.unwrap(), None);
+        }
+        let stats = guard.stats();
+        assert!(
+            stats.false_positives < 10,
+            "{} of 1,000 misses reached PostgreSQL",
+            stats.false_positives
+        );
+        drop_table(&url, &table).await;
+    });
+}
+
+#[test]
 fn a_create_refused_for_lack_of_room_never_reaches_the_table() {
     let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
         return;

@@ -108,6 +108,41 @@ fn errors_surface_when_the_keys_hold_other_types() {
 }
 
 #[test]
+fn warm_up_loads_existing_rows_and_then_blocks_misses() {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, &common::unique_name("cg_warm"))
+            .await
+            .unwrap();
+        // 2,500 rows: two full pages of 1,000 and a partial last one.
+        for k in 0..2_500 {
+            store.put(&(TEXT.key)(k), &(TEXT.value)(k)).await.unwrap();
+        }
+        let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(2_500), store);
+        let mut pages = 0;
+        let done = guard.warm_up(1_000, |_| pages += 1).await.unwrap();
+        assert_eq!((done.keys_loaded, pages), (2_500, 3));
+        assert!((0..2_500).all(|k| guard.may_contain(&(TEXT.key)(k))));
+        assert_eq!(
+            guard.get(&(TEXT.key)(2_499)).await.unwrap(),
+            Some((TEXT.value)(2_499))
+        );
+        for k in 100_000..101_000 {
+            assert_eq!(guard.get(&(TEXT.key)(k)).await.unwrap(), None);
+        }
+        let stats = guard.stats();
+        assert!(
+            stats.false_positives < 10,
+            "{} of 1,000 misses reached Redis",
+            stats.false_positives
+        );
+        cleanup(&url, guard.store()).await;
+    });
+}
+
+#[test]
 fn an_unreachable_server_is_a_clear_error() {
     // Needs no server: nothing listens on port 1.
     common::runtime().block_on(async {

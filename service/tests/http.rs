@@ -8,6 +8,12 @@ use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use users_service::{build, App, Config, Database};
 
+// The library's rule for server tests, shared as the tool's tests share it: a missing
+// PostgreSQL is a visible SKIPPED, and a failure under `CG_REQUIRE_SERVERS=1`.
+#[allow(dead_code)]
+#[path = "../../tests/common/servers.rs"]
+mod servers;
+
 struct Running {
     base: String,
     /// The admin listener (`/stats`, `/metrics`).
@@ -33,14 +39,7 @@ impl Running {
         let database = match database {
             "sqlite" => Database::Sqlite(dir.path().join("users.db")),
             _ => {
-                let Ok(url) = std::env::var("DATABASE_URL") else {
-                    assert!(
-                        std::env::var_os("CG_REQUIRE_SERVERS").is_none(),
-                        "DATABASE_URL is not set"
-                    );
-                    eprintln!("skipped: DATABASE_URL is not set");
-                    return None;
-                };
+                let url = servers::server_url(&servers::POSTGRES)?;
                 static NEXT: AtomicU32 = AtomicU32::new(0);
                 let name = format!(
                     "users_http_{}_{}",

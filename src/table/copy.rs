@@ -180,6 +180,15 @@ impl CopyState {
         self.events.lock().unwrap().clone()
     }
 
+    /// The extras logged and not collected yet.
+    #[cfg(test)]
+    pub(crate) fn logged_extras(&self) -> usize {
+        self.extras
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Whether a remove that finds its fingerprint in both buckets takes it from a bucket
     /// already read first \[C3\].
     #[inline(always)]

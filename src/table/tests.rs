@@ -324,14 +324,19 @@ fn a_copy_after_a_panicked_one_returns_only_its_own_extras() {
         fp,
         to: 0,
     };
+    let mut displaced = false;
+    let mut logged = 0;
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         t.copy_out(1, |_| -> Result<(), ()> {
             // Bucket 0 is read, bucket 1 not: the hop straddles the copier and logs an extra.
-            assert!(t.displace(hop));
+            displaced = t.displace(hop);
+            logged = t.copy.logged_extras();
             panic!("the sink fails");
         })
     }));
     assert!(panicked.is_err());
+    assert!(displaced, "the hop was refused");
+    assert_eq!(logged, 1, "the hop across the copier logged no extra");
     let extras = t.copy_out(1, |_| Ok::<(), ()>(())).unwrap();
     assert!(extras.is_empty(), "stale extras: {extras:?}");
 }

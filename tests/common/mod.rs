@@ -5,12 +5,152 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, ScanPage, Store, Written};
 
 pub(crate) mod servers;
+
+/// Stops a test's workers and bounds its run time, so a worker that finds a false negative
+/// (or gets stuck) fails the test with a message instead of hanging it.
+///
+/// Workers poll [`Stop::stopped`] and hold [`Stop::raise_on_panic`]; the code that ends the
+/// run (and blocks until then: in a thread scope, not a closure that only spawns) holds
+/// [`Stop::raise_on_drop`], so a panic anywhere stops every worker. Past the
+/// deadline, `stopped` raises the stop and panics with the test's name and limit. A worker
+/// stuck in a call that never returns cannot poll: while the first `Stop` (the owner) lives,
+/// a watchdog thread ends the test binary with a message 30 seconds after the deadline.
+pub(crate) struct Stop {
+    shared: Arc<StopShared>,
+    owner: bool,
+}
+
+struct StopShared {
+    raised: AtomicBool,
+    what: String,
+    limit: Duration,
+    deadline: Instant,
+    /// Set when the owner is dropped: the watchdog stands down.
+    finished: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// How long after the deadline the watchdog ends a test binary whose workers never stopped.
+const WATCHDOG_GRACE: Duration = Duration::from_secs(30);
+
+impl Stop {
+    /// A stop for `what` (named in the messages), failing the run after `limit`.
+    pub(crate) fn new(what: &str, limit: Duration) -> Self {
+        let current = std::thread::current();
+        let test = current.name().unwrap_or("a test");
+        let shared = Arc::new(StopShared {
+            raised: AtomicBool::new(false),
+            what: format!("{test}: {what}"),
+            limit,
+            deadline: Instant::now() + limit,
+            finished: Mutex::new(false),
+            wake: Condvar::new(),
+        });
+        let watched = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            let finished = watched.finished.lock().unwrap();
+            let (finished, _) = watched
+                .wake
+                .wait_timeout_while(finished, limit + WATCHDOG_GRACE, |done| !*done)
+                .unwrap();
+            if !*finished {
+                // Past the harness's capture: the process ends before it could report.
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "DEADLINE {}: still running {:?} after its {limit:?} deadline, a worker is \
+                     stuck; ending the test binary",
+                    watched.what,
+                    WATCHDOG_GRACE
+                );
+                std::process::exit(101);
+            }
+        });
+        Stop {
+            shared,
+            owner: true,
+        }
+    }
+
+    /// Whether the workers should stop. Past the deadline, raises the stop and panics.
+    pub(crate) fn stopped(&self) -> bool {
+        if self.shared.raised.load(SeqCst) {
+            return true;
+        }
+        if Instant::now() > self.shared.deadline {
+            self.raise();
+            panic!(
+                "DEADLINE {}: not done within {:?}",
+                self.shared.what, self.shared.limit
+            );
+        }
+        false
+    }
+
+    /// Stops the workers.
+    pub(crate) fn raise(&self) {
+        self.shared.raised.store(true, SeqCst);
+    }
+
+    /// Raises the stop when dropped, however the holder ends.
+    pub(crate) fn raise_on_drop(&self) -> RaiseStop {
+        RaiseStop {
+            stop: self.clone(),
+            only_on_panic: false,
+        }
+    }
+
+    /// Raises the stop if the holder panics.
+    pub(crate) fn raise_on_panic(&self) -> RaiseStop {
+        RaiseStop {
+            stop: self.clone(),
+            only_on_panic: true,
+        }
+    }
+}
+
+impl Clone for Stop {
+    fn clone(&self) -> Self {
+        Stop {
+            shared: Arc::clone(&self.shared),
+            owner: false,
+        }
+    }
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        if self.owner {
+            self.raise();
+            *self.shared.finished.lock().unwrap() = true;
+            self.shared.wake.notify_all();
+        }
+    }
+}
+
+/// See [`Stop::raise_on_drop`] and [`Stop::raise_on_panic`].
+pub(crate) struct RaiseStop {
+    stop: Stop,
+    only_on_panic: bool,
+}
+
+impl Drop for RaiseStop {
+    fn drop(&mut self) {
+        if !self.only_on_panic || std::thread::panicking() {
+            self.stop.raise();
+        }
+    }
+}
+
+/// The deadline of the shared concurrency checks below (they take seconds).
+const CONCURRENCY_DEADLINE: Duration = Duration::from_secs(240);
 
 /// A tokio runtime with two workers, so spawned tasks really run in parallel.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
@@ -246,12 +386,17 @@ where
     let states: Vec<AtomicU64> = (0..keys).map(|_| AtomicU64::new(0)).collect();
     let checked = AtomicUsize::new(0);
     let writers_done = AtomicUsize::new(0);
+    let stop = Stop::new("the concurrency check", CONCURRENCY_DEADLINE);
     std::thread::scope(|scope| {
         for writer in 0..2u64 {
-            let (states, writers_done) = (&states, &writers_done);
+            let (states, writers_done, stop) = (&states, &writers_done, &stop);
             scope.spawn(move || {
+                let _raise = stop.raise_on_panic();
                 let mut x = writer + 1;
                 for _ in 0..operations {
+                    if stop.stopped() {
+                        break;
+                    }
                     let k = next_key(&mut x, writer, 2, keys);
                     if states[k as usize].load(SeqCst) & 3 == 0 {
                         set_phase(states, k, 1);
@@ -268,10 +413,11 @@ where
             });
         }
         for reader in 0..2u64 {
-            let (states, checked, writers_done) = (&states, &checked, &writers_done);
+            let (states, checked, writers_done, stop) = (&states, &checked, &writers_done, &stop);
             scope.spawn(move || {
+                let _raise = stop.raise_on_panic();
                 let mut x = reader + 77;
-                while writers_done.load(SeqCst) < 2 {
+                while writers_done.load(SeqCst) < 2 && !stop.stopped() {
                     let k = next_key(&mut x, 0, 1, keys);
                     let before = states[k as usize].load(SeqCst);
                     let found = guard.get(&(make.key)(k)).unwrap();
@@ -314,16 +460,23 @@ where
     let states: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
     let checked = Arc::new(AtomicUsize::new(0));
     let writers_done = Arc::new(AtomicUsize::new(0));
+    let stop = Stop::new("the concurrency check", CONCURRENCY_DEADLINE);
+    let stop_workers = stop.raise_on_drop();
     let mut writers = Vec::new();
     for writer in 0..2u64 {
-        let (guard, states, done) = (
+        let (guard, states, done, stop) = (
             Arc::clone(&guard),
             Arc::clone(&states),
             Arc::clone(&writers_done),
+            stop.clone(),
         );
         writers.push(tokio::spawn(async move {
+            let _raise = stop.raise_on_panic();
             let mut x = writer + 1;
             for _ in 0..operations {
+                if stop.stopped() {
+                    break;
+                }
                 let k = next_key(&mut x, writer, 2, keys);
                 if states[k as usize].load(SeqCst) & 3 == 0 {
                     set_phase(&states, k, 1);
@@ -341,15 +494,17 @@ where
     }
     let mut readers = Vec::new();
     for reader in 0..2u64 {
-        let (guard, states, checked, done) = (
+        let (guard, states, checked, done, stop) = (
             Arc::clone(&guard),
             Arc::clone(&states),
             Arc::clone(&checked),
             Arc::clone(&writers_done),
+            stop.clone(),
         );
         readers.push(tokio::spawn(async move {
+            let _raise = stop.raise_on_panic();
             let mut x = reader + 77;
-            while done.load(SeqCst) < 2 {
+            while done.load(SeqCst) < 2 && !stop.stopped() {
                 let k = next_key(&mut x, 0, 1, keys);
                 let before = states[k as usize].load(SeqCst);
                 let found = guard.get(&(make.key)(k)).await.unwrap();
@@ -360,8 +515,16 @@ where
             }
         }));
     }
+    // Every task is joined before a panic of one is passed on, so none runs on.
+    let mut panicked = None;
     for task in writers.into_iter().chain(readers) {
-        task.await.unwrap();
+        if let Err(error) = task.await {
+            panicked.get_or_insert(error);
+        }
+    }
+    drop(stop_workers);
+    if let Some(error) = panicked {
+        std::panic::resume_unwind(error.into_panic());
     }
     let present = states.iter().filter(|s| s.load(SeqCst) & 3 == 2).count();
     let stats = guard.stats();

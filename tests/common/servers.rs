@@ -1,5 +1,6 @@
 //! Where the tests find PostgreSQL and Redis. Shared by the library's tests
-//! (`tests/common/mod.rs`) and the tool's (`cli/tests/cli.rs`, through `#[path]`).
+//! (`tests/common/mod.rs`), the tool's (`cli/tests/cli.rs`) and the users service's
+//! (`service/tests/http.rs`), the last two through `#[path]`.
 //!
 //! `DATABASE_URL` and `REDIS_URL` name the servers; unset, they default to the local
 //! addresses `.ci/run` uses (`postgres://postgres@127.0.0.1:5432/test`,
