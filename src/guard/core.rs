@@ -291,6 +291,12 @@ pub(crate) struct Broken {
     pub(crate) next_hashed_by_current: bool,
     /// [R3]: a rebuild does not insert the orphans into its next filter.
     pub(crate) orphans_skipped: bool,
+    /// [R3]: a rebuild inserts each orphan into its next filter by the hash the current
+    /// filter's hasher gives it (an orphan kept as a hash).
+    pub(crate) orphans_hashed_by_current: bool,
+    /// [R1]: an update removes its copy from every generation by the hash the current
+    /// filter's hasher gave it (a ticket carrying one hash).
+    pub(crate) own_copies_hashed_by_current: bool,
     /// [W3]: no fence between the flip and the rebuild's counter reads.
     pub(crate) flip_unfenced: bool,
     /// The seal: the snapshot is taken before the seal is written.
@@ -505,6 +511,12 @@ impl<H: BuildHasher> GuardCore<H> {
         for generation in filters.both() {
             let Some(hash) = ticket.hash_in(generation.id) else {
                 continue;
+            };
+            #[cfg(cuckoo_loom)]
+            let hash = if self.broken.own_copies_hashed_by_current {
+                ticket.current.1
+            } else {
+                hash
             };
             if !generation.filter.remove_hash(hash) {
                 // Only possible if someone removed from the filter behind the guard's back.
