@@ -15,7 +15,9 @@
 //! are the ones it touched before. Every guard call pins for the filter loads of one step and
 //! never across a store call.
 //!
-//! - **[R1] A create** enters the gate, then loads the filters (`SeqCst`, in the gate's total
+//! - **[R1] A create** copies its key (the copy an orphan keeps, below) before it enters the
+//!   gate, so no caller code (the key's `Clone`) runs while it counts there; a seat in the gate
+//!   leaves it on every path, a panic in the key's `Hash` included. It enters the gate, then loads the filters (`SeqCst`, in the gate's total
 //!   order) and inserts the key into the current filter and, if there is one, the next, before
 //!   its store write, each hashed by that filter's own hasher. After the write it removes the
 //!   copies it added (an update, a definite failure) only from those of its generations still
@@ -137,8 +139,8 @@ impl Admission {
     }
 }
 
-/// A key as an orphan keeps it: hashable by any filter's hasher, and copied out of a create's
-/// borrow only when the create's write turns out of unknown outcome.
+/// A key as an orphan keeps it: hashable by any filter's hasher, copied out of a create's
+/// borrow before the create enters the writer gate ([R1]).
 trait OrphanKey: Send + Sync {
     /// Feeds the key to `state` as its own `Hash` does.
     fn hash_into(&self, state: &mut dyn Hasher);
@@ -181,22 +183,37 @@ pub(super) struct DeleteTicket {
     generation: u64,
 }
 
-/// A create between its filter inserts and its store write's end ([R1]): the gate phase it
-/// counts in, the generations it inserted into with the key's hash under each one's hasher,
-/// and the key. Dropped without [`GuardCore::end_put`] (a dropped future, a panic in the
-/// store), it records the key as an orphan.
-pub(super) struct PutTicket<'c, 'k, H> {
-    core: &'c GuardCore<H>,
+/// A create's place in the writer gate: dropped, it leaves the gate, whatever panicked.
+struct GateSeat<'c> {
+    gate: &'c Gate,
     phase: usize,
+}
+
+impl Drop for GateSeat<'_> {
+    fn drop(&mut self) {
+        self.gate.leave(self.phase);
+    }
+}
+
+/// A create between its filter inserts and its store write's end ([R1]): its seat in the
+/// gate, the generations it inserted into with the key's hash under each one's hasher, and
+/// the key's orphan copy, made before the create entered the gate. Dropped without
+/// [`GuardCore::end_put`] (a dropped future, a panic in the store), it records the orphan;
+/// no caller code runs in its drop before it leaves the gate.
+pub(super) struct PutTicket<'c, H> {
+    core: &'c GuardCore<H>,
+    /// Declared before `orphan`: the gate is left before the orphan's last copy (and with
+    /// it the caller's key) may drop.
+    seat: GateSeat<'c>,
     /// The current generation's id and the key's hash there.
     current: (u64, u64),
     /// The next generation's id and the key's hash there, if the create inserted into one.
     next: Option<(u64, u64)>,
-    key: &'k dyn OrphanKey,
+    orphan: Orphan,
     ended: bool,
 }
 
-impl<H> PutTicket<'_, '_, H> {
+impl<H> PutTicket<'_, H> {
     /// The key's hash in generation `id`, if the create inserted into it.
     fn hash_in(&self, id: u64) -> Option<u64> {
         [Some(self.current), self.next]
@@ -206,23 +223,23 @@ impl<H> PutTicket<'_, '_, H> {
     }
 }
 
-impl<H> fmt::Debug for PutTicket<'_, '_, H> {
+impl<H> fmt::Debug for PutTicket<'_, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PutTicket")
-            .field("phase", &self.phase)
+            .field("phase", &self.seat.phase)
             .field("current", &self.current.0)
             .field("next", &self.next.map(|(id, _)| id))
             .finish_non_exhaustive()
     }
 }
 
-impl<H> Drop for PutTicket<'_, '_, H> {
+impl<H> Drop for PutTicket<'_, H> {
     fn drop(&mut self) {
         if !self.ended {
             self.core.stale_copy();
-            self.core.record_orphan(self.key);
+            self.core.record_orphan(self.orphan.clone());
         }
-        self.core.gate.leave(self.phase);
+        // The fields drop next: `seat` leaves the gate, after the orphan is recorded.
     }
 }
 
@@ -328,8 +345,7 @@ impl<H> GuardCore<H> {
         self.rebuilds.add_stale(1);
     }
 
-    fn record_orphan(&self, key: &dyn OrphanKey) {
-        let orphan = key.to_orphan();
+    fn record_orphan(&self, orphan: Orphan) {
         self.orphans
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -420,13 +436,18 @@ impl<H: BuildHasher> GuardCore<H> {
     /// Create step 1 (rule 1, rule 3, [R1]): add a copy of the key to the current filter, and
     /// to a pending rebuild's next filter, **before** the store write, even if a filter
     /// already reports it, each hashed by that filter's hasher. Refuses the write if a filter
-    /// has no room or its insert gave up under contention. The ticket borrows the key, to
-    /// record it as an orphan if the write's outcome is never known.
-    pub(super) fn begin_put<'k, K: Hash + Clone + Send + Sync + 'static, E>(
+    /// has no room or its insert gave up under contention. The ticket holds a copy of the key,
+    /// made before the gate is entered (a `Clone` that panics leaves no trace), to record it
+    /// as an orphan if the write's outcome is never known.
+    pub(super) fn begin_put<K: Hash + Clone + Send + Sync + 'static, E>(
         &self,
-        key: &'k K,
-    ) -> Result<PutTicket<'_, 'k, H>, GuardError<E>> {
-        let phase = self.gate.enter();
+        key: &K,
+    ) -> Result<PutTicket<'_, H>, GuardError<E>> {
+        let orphan = key.to_orphan();
+        let seat = GateSeat {
+            gate: &self.gate,
+            phase: self.gate.enter(),
+        };
         let pin = pin();
         // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next
         // filter here is one a pending rebuild waits for (gate module).
@@ -434,10 +455,10 @@ impl<H: BuildHasher> GuardCore<H> {
         let hash = filters.current.filter.hash_key(key);
         let mut ticket = PutTicket {
             core: self,
-            phase,
+            seat,
             current: (filters.current.id, hash),
             next: None,
-            key,
+            orphan,
             ended: true,
         };
         let inserted = filters.current.filter.insert_hash(hash).and_then(|()| {
@@ -482,7 +503,7 @@ impl<H: BuildHasher> GuardCore<H> {
     /// rebuild should start.
     pub(super) fn end_put<E>(
         &self,
-        mut ticket: PutTicket<'_, '_, H>,
+        mut ticket: PutTicket<'_, H>,
         result: &Result<Written, E>,
         outcome_unknown: impl FnOnce(&E) -> bool,
     ) -> Option<super::RebuildReason> {
@@ -497,7 +518,7 @@ impl<H: BuildHasher> GuardCore<H> {
                 bump(&shard.store_errors);
                 if outcome_unknown(error) {
                     self.stale_copy();
-                    self.record_orphan(ticket.key);
+                    self.record_orphan(ticket.orphan.clone());
                 } else {
                     self.remove_own_copies(&ticket);
                 }
@@ -509,7 +530,7 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Removes the copies a create inserted, from those of its generations still published.
-    fn remove_own_copies(&self, ticket: &PutTicket<'_, '_, H>) {
+    fn remove_own_copies(&self, ticket: &PutTicket<'_, H>) {
         let pin = pin();
         // ORDERING: Acquire; the generations found are published ones (their contents
         // visible); which ones does not matter for safety, only ids matching the ticket's are
@@ -756,12 +777,40 @@ mod tests {
         }
     }
 
-    /// A put whose future is dropped during its store write keeps its key as an orphan, which
-    /// clones the key. If that clone panics, the put must still leave the writer gate (or never
-    /// have entered it), and no rebuild may go on as if the key had been recorded: it must
-    /// refuse, or the put must have left no copy and no write behind.
+    /// A key whose `Hash` panics (a caller's type as well).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct NoHash;
+
+    impl Hash for NoHash {
+        fn hash<S: Hasher>(&self, _: &mut S) {
+            panic!("this key cannot be hashed")
+        }
+    }
+
+    /// Polls a rebuild's gate until it passes; panics if it never does.
+    fn rebuild_passes_the_gate<H: BuildHasher + Clone + Send + Sync + 'static>(
+        core: &GuardCore<H>,
+    ) -> bool {
+        let claim = core.claim().expect("no rebuild runs");
+        let mut turn = core
+            .begin_rebuild::<()>(claim, crate::guard::RebuildReason::Requested)
+            .expect("a warm core builds its next filter");
+        for _ in 0..1_000 {
+            match turn.poll_gate::<()>() {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(_) => return false,
+            }
+        }
+        panic!("a rebuild waits forever for a put that panicked")
+    }
+
+    /// A put keeps its key as an orphan, which clones the key. If that clone panics, the put
+    /// must still leave the writer gate (or never have entered it), and no rebuild may go on
+    /// as if the key had been recorded: it must refuse, or the put must have left no copy and
+    /// no write behind.
     #[test]
-    fn keys_review_a_key_whose_clone_panics_does_not_hold_every_rebuild_at_the_gate() {
+    fn a_put_whose_key_clone_panics_holds_no_rebuild_at_the_gate() {
         let core = GuardCore::new(CuckooFilter::with_capacity(100), RebuildPolicy::manual());
         core.finish_warm_up();
         let key = NoCopy(7);
@@ -771,27 +820,24 @@ mod tests {
             drop(ticket);
         }));
         let copies = core.filter().count(&key);
-        let claim = core.claim().expect("no rebuild runs");
-        let mut turn = core
-            .begin_rebuild::<()>(claim, crate::guard::RebuildReason::Requested)
-            .expect("a warm core builds its next filter");
-        let mut polls = 0;
-        let passed = loop {
-            match turn.poll_gate::<()>() {
-                Ok(true) => break true,
-                Ok(false) if polls < 1_000 => polls += 1,
-                Ok(false) => {
-                    panic!("a rebuild waits forever for a put whose key could not be copied")
-                }
-                Err(_) => break false,
-            }
-        };
-        if passed {
+        if rebuild_passes_the_gate(&core) {
             assert_eq!(
                 copies, 0,
                 "a rebuild went on without the orphan of a put that left a copy behind"
             );
         }
+    }
+
+    /// A put whose key's `Hash` panics after it entered the writer gate leaves the gate.
+    #[test]
+    fn a_put_whose_key_hash_panics_holds_no_rebuild_at_the_gate() {
+        let core = GuardCore::new(CuckooFilter::with_capacity(100), RebuildPolicy::manual());
+        core.finish_warm_up();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = core.begin_put::<_, ()>(&NoHash);
+        }));
+        assert!(panicked.is_err(), "hashing the key panics");
+        assert!(rebuild_passes_the_gate(&core));
     }
 
     #[test]

@@ -764,7 +764,7 @@ fn update_across_a_rekeyed_rebuild(broken: Broken, census: Census) {
 }
 
 #[test]
-fn loom_keys_review_update_removes_each_copy_by_its_generations_hash() {
+fn loom_rebuild_an_update_removes_each_copy_by_its_generations_hash() {
     explore(
         "an update that found the next filter after the scan filled it",
         |census| update_across_a_rekeyed_rebuild(Broken::default(), census),
@@ -773,7 +773,7 @@ fn loom_keys_review_update_removes_each_copy_by_its_generations_hash() {
 
 #[test]
 #[should_panic(expected = "an update took a copy of another key")]
-fn loom_keys_review_control_update_removes_by_the_current_filters_hash() {
+fn loom_rebuild_control_update_removes_by_the_current_filters_hash() {
     loom::model(|| {
         update_across_a_rekeyed_rebuild(
             Broken {
@@ -842,7 +842,7 @@ fn orphan_racing_a_rekeyed_rebuild(broken: Broken, early: Census, late: Census) 
 }
 
 #[test]
-fn loom_keys_review_an_orphan_racing_the_drain_is_covered_under_the_new_keys() {
+fn loom_rebuild_an_orphan_racing_the_drain_is_covered_under_the_new_keys() {
     let (early, late) = (Census::default(), Census::default());
     let (e, l) = (early.clone(), late.clone());
     loom::model(move || orphan_racing_a_rekeyed_rebuild(Broken::default(), e.clone(), l.clone()));
@@ -852,7 +852,7 @@ fn loom_keys_review_an_orphan_racing_the_drain_is_covered_under_the_new_keys() {
 
 #[test]
 #[should_panic(expected = "misses an orphaned write's key")]
-fn loom_keys_review_control_orphans_hashed_by_the_current_filter() {
+fn loom_rebuild_control_orphans_hashed_by_the_current_filter() {
     loom::model(|| {
         orphan_racing_a_rekeyed_rebuild(
             Broken {
