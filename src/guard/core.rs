@@ -187,10 +187,17 @@ pub(super) struct DeleteTicket {
 struct GateSeat<'c> {
     gate: &'c Gate,
     phase: usize,
+    /// Left already, by the loom control `orphan_after_leave`.
+    #[cfg(cuckoo_loom)]
+    left: bool,
 }
 
 impl Drop for GateSeat<'_> {
     fn drop(&mut self) {
+        #[cfg(cuckoo_loom)]
+        if self.left {
+            return;
+        }
         self.gate.leave(self.phase);
     }
 }
@@ -235,6 +242,11 @@ impl<H> fmt::Debug for PutTicket<'_, H> {
 
 impl<H> Drop for PutTicket<'_, H> {
     fn drop(&mut self) {
+        #[cfg(cuckoo_loom)]
+        if self.core.broken.orphan_after_leave && !self.ended {
+            self.core.gate.leave(self.seat.phase);
+            self.seat.left = true;
+        }
         if !self.ended {
             self.core.stale_copy();
             self.core.record_orphan(self.orphan.clone());
@@ -307,6 +319,8 @@ pub(crate) struct Broken {
     pub(crate) next_skipped: bool,
     /// [R1]: a create inserts into the next filter the hash the current filter's hasher gave.
     pub(crate) next_hashed_by_current: bool,
+    /// [R1]: a put dropped before its end leaves the gate before it records its orphan.
+    pub(crate) orphan_after_leave: bool,
     /// [R3]: a rebuild does not insert the orphans into its next filter.
     pub(crate) orphans_skipped: bool,
     /// [R3]: a rebuild inserts each orphan into its next filter by the hash the current
@@ -447,6 +461,8 @@ impl<H: BuildHasher> GuardCore<H> {
         let seat = GateSeat {
             gate: &self.gate,
             phase: self.gate.enter(),
+            #[cfg(cuckoo_loom)]
+            left: false,
         };
         let pin = pin();
         // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next

@@ -239,6 +239,73 @@ fn loom_rebuild_control_next_filter_given_the_current_filters_hash() {
     });
 }
 
+/// [R1] [R3]: a create of `K` whose future is dropped during its store write (its ticket
+/// dropped, never ended) races a rebuild; the write lands after the drop. The dropped ticket
+/// records its orphan before it leaves the gate, so the rebuild's orphan drain finds it or the
+/// create found the next filter. The census asks for a create that missed the next filter and
+/// a scan that missed the write: only the orphan covers `K`.
+fn dropped_put_racing_a_rebuild(broken: Broken, census: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let creator = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            let saw_next = ticket.next.is_some();
+            drop(ticket);
+            store.lock().unwrap().push(K);
+            saw_next
+        })
+    };
+    let rebuilder = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = store.lock().unwrap().clone();
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+            keys.contains(&K)
+        })
+    };
+    let saw_next = creator.join().unwrap();
+    let scanned = rebuilder.join().unwrap();
+    census.saw(!saw_next && !scanned);
+    assert_eq!(core.stats().orphaned_writes, 1);
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses a dropped put's key"
+    );
+}
+
+#[test]
+fn loom_rebuild_a_dropped_put_records_its_orphan_before_it_leaves_the_gate() {
+    explore(
+        "a dropped put that only its orphan covers",
+        |census| dropped_put_racing_a_rebuild(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "misses a dropped put's key")]
+fn loom_rebuild_control_a_dropped_put_leaves_the_gate_before_its_orphan() {
+    loom::model(|| {
+        dropped_put_racing_a_rebuild(
+            Broken {
+                orphan_after_leave: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
 /// [R1] [R3] with new hash keys: a create of `K` whose write's outcome is unknown (an orphan)
 /// lands in the store only after a rebuild's scan read it; the rebuild hashes with a new key.
 /// The orphan, kept as the key, must be inserted into the next filter under its hasher. The
