@@ -162,7 +162,10 @@ fn a_restored_guard_rebuilds_under_new_keys_and_its_next_seal_records_them() {
         rebuilt_keys, sealed_keys,
         "a rebuild of a restored filter kept the file's keys"
     );
-    assert!((0..n).all(|k| guard.may_contain(&k)), "a rebuild lost a key");
+    assert!(
+        (0..n).all(|k| guard.may_contain(&k)),
+        "a rebuild lost a key"
+    );
     let resealed = guard.seal(&path).unwrap();
     drop(guard);
 
@@ -185,7 +188,11 @@ fn a_restored_guard_rebuilds_under_new_keys_and_its_next_seal_records_them() {
     );
     assert_eq!(guard.get(&7).unwrap().as_deref(), Some("row 7"));
     assert_eq!(guard.get(&(n + 1)).unwrap(), None);
-    assert_eq!(guard.stats().blocked, 1, "the restored guard filters at once");
+    assert_eq!(
+        guard.stats().blocked,
+        1,
+        "the restored guard filters at once"
+    );
 }
 
 #[test]

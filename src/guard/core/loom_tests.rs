@@ -286,10 +286,9 @@ fn dropped_put_racing_a_rebuild(broken: Broken, census: Census) {
 
 #[test]
 fn loom_rebuild_a_dropped_put_records_its_orphan_before_it_leaves_the_gate() {
-    explore(
-        "a dropped put that only its orphan covers",
-        |census| dropped_put_racing_a_rebuild(Broken::default(), census),
-    );
+    explore("a dropped put that only its orphan covers", |census| {
+        dropped_put_racing_a_rebuild(Broken::default(), census)
+    });
 }
 
 #[test]
