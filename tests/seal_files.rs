@@ -11,6 +11,7 @@ mod common;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::sync::Arc;
+#[cfg(feature = "tokio")]
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy, Restart, Store};
