@@ -276,6 +276,77 @@ fn loom_memo_control_in_flight_as_a_flag() {
     });
 }
 
+/// A lookup of `key` (not `K`) the filter admitted, for a key the store never holds: the
+/// store answers absent, and the lookup installs when [M4] lets it.
+fn lookup_of_other(memo: &Arc<Memo<u64>>, key: u64) -> thread::JoinHandle<bool> {
+    let memo = Arc::clone(memo);
+    thread::spawn(move || {
+        let probe = memo.probe(&key, Admission::Pass);
+        if let Probe::Hit = probe {
+            return false;
+        }
+        memo.settle(&key, probe, &Ok::<Option<()>, ()>(None))
+    })
+}
+
+/// Two keys in one slot: a lookup of `J` (never stored) installs and evicts while a lookup of
+/// `K` races a create of `K`. `J`'s install and eviction must not let a stale "absent" of
+/// `K` survive the create. The census asks for `J` installing in an execution where the
+/// lookup of `K` read "absent".
+#[test]
+fn loom_memo_review_two_keys_share_a_slot() {
+    const J: u64 = 8;
+    explore(
+        "a lookup of J installed while K's lookup read absent",
+        |census| {
+            let memo = memo(Broken::default());
+            let store = Store::default();
+            let reader = lookup(&memo, &store);
+            let other = lookup_of_other(&memo, J);
+            let creator = {
+                let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+                thread::spawn(move || put(&memo, &store, true))
+            };
+            let looked = reader.join().unwrap();
+            let j_installed = other.join().unwrap();
+            creator.join().unwrap();
+            if let Some(looked) = looked {
+                census.saw(j_installed && looked.read_absent);
+            }
+            assert_not_hidden(&memo, &store);
+        },
+    );
+}
+
+/// A delete of `K` then a create of `K` (one actor, in that order: the create returned
+/// after the delete) race a lookup of `K`. The lookup may install "absent" after the delete;
+/// the create's [M1] must clear it. The census asks for that install.
+#[test]
+fn loom_memo_review_delete_then_create_race_a_lookup() {
+    explore("an install after the delete", |census| {
+        let memo = memo(Broken::default());
+        let store = Store::new(Mutex::new(Row {
+            present: true,
+            put_dropped: false,
+        }));
+        let reader = lookup(&memo, &store);
+        let writer = {
+            let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+            thread::spawn(move || {
+                // Deletes do not touch the memo.
+                store.lock().unwrap().present = false;
+                put(&memo, &store, true);
+            })
+        };
+        let looked = reader.join().unwrap();
+        writer.join().unwrap();
+        if let Some(looked) = looked {
+            census.saw(looked.installed);
+        }
+        assert_not_hidden(&memo, &store);
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Guard-level models: the real `CacheGuard` over a store whose writes of unknown outcome
 // land when a second actor (the database) applies them.
