@@ -414,7 +414,7 @@ mod tests {
         ));
     }
 
-    /// A key whose comparison panics when either side says so.
+    /// A key whose `eq` panics when either side is marked: a user type with a faulty `Eq`.
     #[derive(Debug, Clone)]
     struct Touchy(u64, bool);
 
@@ -446,6 +446,31 @@ mod tests {
             memo.probe(&Touchy(2, false), Admission::Pass),
             Probe::Skip
         ));
+    }
+
+    /// [M1]'s comparison panics while the slot is locked: the put must unwind (its caller
+    /// sees the panic), and the slot must stay usable, refusing installs.
+    #[test]
+    fn memo_review_a_panicking_eq_in_a_put_leaves_the_slot_usable() {
+        let memo = std::sync::Arc::new(Memo::new(1));
+        let installed = Touchy(1, false);
+        let probe = memo.probe(&installed, Admission::Pass);
+        assert!(memo.settle(&installed, probe, &Ok::<Option<()>, ()>(None)));
+        let (done, finished) = std::sync::mpsc::channel();
+        let shared = std::sync::Arc::clone(&memo);
+        // Detached: if the put deadlocks, the test fails on the timeout below.
+        std::thread::spawn(move || {
+            let put = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                drop(shared.begin_write(&Touchy(2, true)));
+            }));
+            let after = shared.probe(&Touchy(3, false), Admission::Pass);
+            let _ = done.send((put.is_err(), matches!(after, Probe::Skip)));
+        });
+        let (unwound, refusing) = finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the put deadlocked on its own slot's lock");
+        assert!(unwound, "the panic reached the put's caller");
+        assert!(refusing, "the slot refuses installs after the panic");
     }
 
     #[test]

@@ -1,0 +1,84 @@
+//! The false-positive memo after `with_memo` on a guard that already ran a put of unknown
+//! outcome: the resize must not forget that the put's write may still land.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::task::{Context, Poll};
+
+use cuckoo_guard::guard::{
+    AsyncCacheGuard, AsyncStore, MemoryStore, RebuildPolicy, ScanPage, Store, Written,
+};
+use cuckoo_guard::CuckooFilter;
+
+/// An [`AsyncStore`] over a [`MemoryStore`] whose puts, once `stuck`, never return: a write
+/// in flight whose future the caller drops, to land later (by hand, on `rows`).
+struct Stuck {
+    rows: MemoryStore<u64, u64>,
+    stuck: AtomicBool,
+}
+
+impl AsyncStore for Stuck {
+    type Key = u64;
+    type Value = u64;
+    type Cursor = u64;
+    type Error = std::convert::Infallible;
+
+    async fn get(&self, key: &u64) -> Result<Option<u64>, Self::Error> {
+        Store::get(&self.rows, key)
+    }
+    async fn put(&self, key: &u64, value: &u64) -> Result<Written, Self::Error> {
+        if self.stuck.load(SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        Store::put(&self.rows, key, value)
+    }
+    async fn delete(&self, key: &u64) -> Result<bool, Self::Error> {
+        Store::delete(&self.rows, key)
+    }
+    async fn scan_keys(
+        &self,
+        cursor: Option<&u64>,
+        limit: usize,
+    ) -> Result<ScanPage<u64, u64>, Self::Error> {
+        Store::scan_keys(&self.rows, cursor, limit)
+    }
+}
+
+/// A put future dropped during its store write disables its key's memo slot; `with_memo` on
+/// the guard (not shared, so it accepts) builds a fresh memo that has forgotten it. The next
+/// lookup reads "absent" and installs it; the write lands; a lookup that begins after the row
+/// exists must find it. Fails on the current code: the memo answers "absent".
+#[test]
+fn memo_review_with_memo_after_a_dropped_put_finds_the_late_write() {
+    const KEY: u64 = 1_000_000;
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let store = Stuck {
+                rows: MemoryStore::from_rows((0..1_000u64).map(|k| (k, k))),
+                stuck: AtomicBool::new(true),
+            };
+            let guard = AsyncCacheGuard::with_policy(
+                CuckooFilter::with_capacity(10_000),
+                store,
+                RebuildPolicy::manual(),
+            );
+            guard.warm_up(1_000, |_| {}).await.unwrap();
+            let mut put = Box::pin(guard.put(&KEY, &3));
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            assert!(matches!(put.as_mut().poll(&mut cx), Poll::Pending));
+            drop(put); // the write is on its way
+            assert_eq!(guard.stats().memo_slots_disabled, 1);
+            let guard = guard.with_memo(1_024).expect("the guard is not shared");
+            assert!(guard.may_contain(&KEY), "the dropped put kept its copy");
+            assert_eq!(guard.get(&KEY).await.unwrap(), None, "not landed yet");
+            // The write lands.
+            Store::put(&guard.store().rows, &KEY, &3).unwrap();
+            assert_eq!(
+                guard.get(&KEY).await.unwrap(),
+                Some(3),
+                "the memo hides a row whose write landed before this lookup began"
+            );
+        });
+}
