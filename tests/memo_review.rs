@@ -1,5 +1,5 @@
 //! The false-positive memo after `with_memo` on a guard that already ran a put of unknown
-//! outcome: the resize must not forget that the put's write may still land.
+//! outcome: the resized memo must not forget that the put's write may still land.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -45,11 +45,22 @@ impl AsyncStore for Stuck {
 }
 
 /// A put future dropped during its store write disables its key's memo slot; `with_memo` on
-/// the guard (not shared, so it accepts) builds a fresh memo that has forgotten it. The next
-/// lookup reads "absent" and installs it; the write lands; a lookup that begins after the row
-/// exists must find it. Fails on the current code: the memo answers "absent".
+/// the guard (not shared, so it accepts) builds a memo whose slots all start disabled. The
+/// next lookup reads "absent" and installs nothing; the write lands; a lookup that begins
+/// after the row exists finds it.
 #[test]
 fn memo_review_with_memo_after_a_dropped_put_finds_the_late_write() {
+    late_write_after_with_memo(1_024);
+}
+
+/// As above, on a guard built with no memo (0 slots): the dropped put disables nothing, yet
+/// the memo given afterwards must still start disabled.
+#[test]
+fn with_memo_on_a_guard_without_a_memo_after_a_dropped_put_finds_the_late_write() {
+    late_write_after_with_memo(0);
+}
+
+fn late_write_after_with_memo(first_memo: usize) {
     const KEY: u64 = 1_000_000;
     tokio::runtime::Builder::new_current_thread()
         .build()
@@ -63,14 +74,17 @@ fn memo_review_with_memo_after_a_dropped_put_finds_the_late_write() {
                 CuckooFilter::with_capacity(10_000),
                 store,
                 RebuildPolicy::manual(),
-            );
+            )
+            .with_memo(first_memo)
+            .expect("a new guard");
             guard.warm_up(1_000, |_| {}).await.unwrap();
             let mut put = Box::pin(guard.put(&KEY, &3));
             let mut cx = Context::from_waker(std::task::Waker::noop());
             assert!(matches!(put.as_mut().poll(&mut cx), Poll::Pending));
             drop(put); // the write is on its way
-            assert_eq!(guard.stats().memo_slots_disabled, 1);
+            assert_eq!(guard.stats().memo_slots_disabled, first_memo.min(1));
             let guard = guard.with_memo(1_024).expect("the guard is not shared");
+            assert_eq!(guard.stats().memo_slots_disabled, 1_024);
             assert!(guard.may_contain(&KEY), "the dropped put kept its copy");
             assert_eq!(guard.get(&KEY).await.unwrap(), None, "not landed yet");
             // The write lands.
