@@ -156,6 +156,8 @@ pub(crate) struct Broken {
     pub(crate) writing_as_flag: bool,
     /// [M5]: a rebuild's clear drops the entries but keeps the versions.
     pub(crate) rebuild_version_kept: bool,
+    /// `with_memo`: the new memo forgets that a put of unknown outcome was seen.
+    pub(crate) resize_forgets: bool,
 }
 
 /// The memo of a guard: a fixed number of slots, each holding at most one key.
@@ -235,7 +237,15 @@ impl<K> Memo<K> {
     /// A memo of `entries` slots to replace this one (`with_memo`, on a guard held alone):
     /// every slot disabled if this memo saw a put of unknown outcome, whose write may land.
     pub(super) fn resized(&self, entries: usize) -> Self {
-        let memo = Memo::new(entries);
+        #[cfg_attr(not(cuckoo_loom), allow(unused_mut))]
+        let mut memo = Memo::new(entries);
+        #[cfg(cuckoo_loom)]
+        {
+            memo.broken = self.broken;
+            if self.broken.resize_forgets {
+                return memo;
+            }
+        }
         // ORDERING: unknown put -> `with_memo`: the caller holds the guard's only reference
         // (`Arc::get_mut`), whose acquire of the reference count orders every [M2] of another
         // holder (done before it dropped its reference) before this load.

@@ -347,6 +347,131 @@ fn loom_memo_review_delete_then_create_race_a_lookup() {
     });
 }
 
+/// [M5]: a row written behind the guard's back (a store write with no [M1]), then a rebuild
+/// starts (one actor, in that order), race a lookup of `K`. The census asks for the lookup that
+/// noted its version before the clear, read the store before the write and tried to install
+/// after the clear: only the version bump refuses it.
+fn lookup_races_a_bypassing_write_then_a_rebuild(broken: Broken, census: Census) {
+    let memo = memo(broken);
+    let store = Store::default();
+    let reader = {
+        let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+        thread::spawn(move || {
+            let probe = memo.probe(&K, Admission::Pass);
+            if let Probe::Hit = probe {
+                return None;
+            }
+            let noted = matches!(probe, Probe::Miss { .. });
+            let read_absent = !store.lock().unwrap().present;
+            let answer = if read_absent { None } else { Some(()) };
+            let installed = memo.settle(&K, probe, &Ok::<_, ()>(answer));
+            Some((noted, read_absent, installed))
+        })
+    };
+    let rebuilder = {
+        let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+        thread::spawn(move || {
+            store.lock().unwrap().present = true;
+            memo.forget_all();
+        })
+    };
+    let looked = reader.join().unwrap();
+    rebuilder.join().unwrap();
+    if let Some((noted, read_absent, installed)) = looked {
+        census.saw(noted && read_absent && !installed);
+    }
+    assert_not_hidden(&memo, &store);
+}
+
+#[test]
+fn loom_memo_rebuild_clear_refuses_an_install_noted_before_it() {
+    explore(
+        "a lookup that noted before the clear, read before the write, refused after the clear",
+        |census| lookup_races_a_bypassing_write_then_a_rebuild(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "hides a key the store holds")]
+fn loom_memo_control_rebuild_clear_keeps_the_versions() {
+    loom::model(|| {
+        lookup_races_a_bypassing_write_then_a_rebuild(
+            Broken {
+                rebuild_version_kept: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+/// `with_memo` after a put of unknown outcome: a client's put of `K` is dropped during its
+/// store write, the client resizes the memo (as `with_memo` does, holding the guard alone) and
+/// looks `K` up in the new memo, while the database applies the write. Then the database
+/// actor, which joined the client and made sure the write landed, asks the new memo: it must
+/// not answer "absent". The census asks for the client's lookup reading "absent" (before the
+/// write landed).
+fn resized_memo_races_a_late_write(broken: Broken, census: Census) {
+    let memo = memo(broken);
+    let store = Store::default();
+    let client = {
+        let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+        thread::spawn(move || {
+            let write = memo.begin_write(&K);
+            store.lock().unwrap().put_dropped = true;
+            drop(write);
+            let fresh = Arc::new(memo.resized(1));
+            let probe = fresh.probe(&K, Admission::Pass);
+            let read_absent = !store.lock().unwrap().present;
+            let answer = if read_absent { None } else { Some(()) };
+            fresh.settle(&K, probe, &Ok::<_, ()>(answer));
+            (fresh, read_absent)
+        })
+    };
+    let database = {
+        let store = Arc::clone(&store);
+        thread::spawn(move || {
+            let land = || {
+                let mut row = store.lock().unwrap();
+                if row.put_dropped {
+                    row.present = true;
+                }
+                row.present
+            };
+            let landed = land();
+            let (fresh, read_absent) = client.join().unwrap();
+            if !landed {
+                assert!(land(), "the put sent its write");
+            }
+            assert_not_hit(&fresh);
+            read_absent
+        })
+    };
+    census.saw(database.join().unwrap());
+}
+
+#[test]
+fn loom_memo_resize_after_an_unknown_put_starts_disabled() {
+    explore(
+        "a lookup in the new memo before the late write landed",
+        |census| resized_memo_races_a_late_write(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "hides a key the store holds")]
+fn loom_memo_control_resize_forgets_the_unknown_put() {
+    loom::model(|| {
+        resized_memo_races_a_late_write(
+            Broken {
+                resize_forgets: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Guard-level models: the real `CacheGuard` over a store whose writes of unknown outcome
 // land when a second actor (the database) applies them.
@@ -500,11 +625,11 @@ mod guard_level {
         );
     }
 
-    /// `with_memo` on a guard that is not shared, after a put of unknown outcome: the fresh
-    /// memo has forgotten the disabled slot, the first lookup installs "absent", the write
-    /// lands, and the second lookup is answered from the memo. Fails on the current code.
+    /// `with_memo` on a guard that is not shared, after a put of unknown outcome: the new memo
+    /// starts with every slot disabled, so the first lookup installs nothing and the second
+    /// reads the landed row.
     #[test]
-    fn loom_memo_review_with_memo_forgets_a_disabled_slot() {
+    fn loom_memo_review_with_memo_keeps_an_unknown_put_disabled() {
         crate::table::loom_tests::explore(
             "a first lookup that read absent before the unknown write landed",
             |census| unknown_put_then_lookups(true, census),
