@@ -44,6 +44,13 @@ impl AsyncStore for Stuck {
     }
 }
 
+/// A waker that does nothing: the test polls by hand.
+struct NoWake;
+
+impl std::task::Wake for NoWake {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
 /// A put future dropped during its store write disables its key's memo slot; `with_memo` on
 /// the guard (not shared, so it accepts) builds a memo whose slots all start disabled. The
 /// next lookup reads "absent" and installs nothing; the write lands; a lookup that begins
@@ -79,7 +86,8 @@ fn late_write_after_with_memo(first_memo: usize) {
             .expect("a new guard");
             guard.warm_up(1_000, |_| {}).await.unwrap();
             let mut put = Box::pin(guard.put(&KEY, &3));
-            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let waker = std::task::Waker::from(std::sync::Arc::new(NoWake));
+            let mut cx = Context::from_waker(&waker);
             assert!(matches!(put.as_mut().poll(&mut cx), Poll::Pending));
             drop(put); // the write is on its way
             assert_eq!(guard.stats().memo_slots_disabled, first_memo.min(1));
