@@ -414,6 +414,12 @@ impl Tally {
     }
 }
 
+/// The guard's store reads between two of its stats: lookups the filter passed (or the
+/// warm-up sent on), less those the false-positive memo answered without the store.
+fn store_reads(before: &GuardStats, after: &GuardStats) -> u64 {
+    (after.passed - after.memo_hits) - (before.passed - before.memo_hits)
+}
+
 /// One phase's merged tallies and wall time.
 struct PhaseRun {
     mode: Mode,
@@ -432,7 +438,7 @@ impl PhaseRun {
         let secs = self.elapsed.as_secs_f64();
         let (db_queries, attack_queries, blocked) = match (self.mode, stats) {
             (Mode::Guarded, Some((before, after))) => (
-                after.passed - before.passed,
+                store_reads(before, after),
                 // Every attack key is absent, so an attack key the filter let through is one
                 // of the guard's false positives (legitimate keys all exist and never are).
                 after.false_positives - before.false_positives,
@@ -660,4 +666,44 @@ fn verify(backend: &dyn Backend, direct: &PhaseRun, guarded: &PhaseRun) -> Verif
         verification.check_error(error);
     }
     verification
+}
+
+#[cfg(test)]
+mod tests {
+    use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy};
+    use cuckoo_guard::CuckooFilter;
+
+    use super::store_reads;
+
+    #[test]
+    fn memo_hits_are_not_counted_as_database_queries() {
+        let filter = CuckooFilter::builder()
+            .capacity(2_000)
+            .fingerprint_bits(8)
+            .seed(7)
+            .build()
+            .unwrap();
+        let guard = CacheGuard::with_policy(
+            filter,
+            MemoryStore::from_rows((0..1_000u64).map(|k| (k, k))),
+            RebuildPolicy::manual(),
+        );
+        guard.warm_up(1_000, |_| {}).unwrap();
+        let false_positive = (1_000_000..2_000_000u64)
+            .find(|k| guard.may_contain(k))
+            .expect("a false positive");
+        let before = guard.stats();
+        for _ in 0..100 {
+            assert_eq!(guard.get(&false_positive).unwrap(), None);
+        }
+        assert_eq!(guard.get(&1).unwrap(), Some(1));
+        let after = guard.stats();
+        assert!(
+            after.memo_hits - before.memo_hits >= 98,
+            "the memo answered the replays"
+        );
+        let answered_by_the_store = (after.store_hits - before.store_hits)
+            + (after.false_positives - before.false_positives);
+        assert_eq!(store_reads(&before, &after), answered_by_the_store);
+    }
 }

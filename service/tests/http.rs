@@ -194,6 +194,8 @@ async fn existing_absent_created_deleted(database: &str) {
     assert_eq!(stats["creates"], 2);
     assert_eq!(stats["deletes"], 1);
     assert!(stats["blocked"].as_u64().unwrap() >= 1_995, "{stats}");
+    assert!(stats["memo_hits"].is_u64(), "{stats}");
+    assert!(stats["memo_entries"].as_u64().unwrap() > 0, "{stats}");
     let metrics = service
         .client
         .get(format!("{}/metrics", service.admin))

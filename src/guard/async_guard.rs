@@ -239,7 +239,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// ```
     pub fn with_memo(mut self, entries: usize) -> Result<Self, MemoError> {
         let inner = Arc::get_mut(&mut self.inner).ok_or(MemoError::Shared)?;
-        inner.memo = Memo::new(entries);
+        inner.memo = inner.memo.resized(entries);
         Ok(self)
     }
 
@@ -606,6 +606,8 @@ where
         reason: RebuildReason,
     ) -> Result<RebuildReport, GuardError<St::Error>> {
         let mut turn = self.core.begin_rebuild(claim, reason)?;
+        // [M5]: rows written behind the guard's back are looked up in the store again.
+        self.memo.forget_all();
         while !turn.poll_gate()? {
             gate_pause().await;
         }

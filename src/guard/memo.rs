@@ -31,6 +31,11 @@
 //!   held (one entry per slot: the newest absent key wins; an evicted entry costs a store read,
 //!   never a wrong answer). A lookup that read a value, failed, or was dropped installs
 //!   nothing.
+//! - **[M5] A rebuild starts** (either guard's rebuild, automatic or requested, before its
+//!   scan): every slot drops its entry and bumps its `version`. Rows written behind the
+//!   guard's back (not through a put, so no [M1]) are picked up by the rebuild's scan; the
+//!   clear makes the memo pick them up too. It takes each slot's lock in turn and does no I/O.
+//!   Disabled slots stay disabled: a write of unknown outcome may land after the rebuild.
 //!
 //! Deletes do not touch the memo: a deleted key is absent, so an entry for it is true.
 //!
@@ -55,11 +60,25 @@
 //! So every entry is a key that was absent at a store read after the last put of it ended, with
 //! no put of it begun since: it is absent now. A lookup that begins after a create returned
 //! finds no entry for that key (the create's [M1] removed it, and no later install survives
-//! the checks above). A rebuild does not touch the memo: entries record the store, not a
-//! filter, and every put goes through [M1] whatever filters are published. A memo of 0 slots
-//! is off: lookups go to the store as without it.
+//! the checks above). Entries record the store, not a filter, and every put goes through [M1]
+//! whatever filters are published.
 //!
-//! All of it holds under each slot's mutex; there are no atomics here.
+//! A row written behind the guard's back, whose write returned before a rebuild started, is
+//! found by every lookup that begins after the rebuild started ([M5]): an entry installed
+//! before the clear is gone; a lookup that noted its version before the clear is refused at
+//! [M4] (the version moved), whenever it read the store; a lookup that notes after the clear
+//! reads the store after the write returned, so it sees the row. Only the version bump covers
+//! the lookup that noted before the clear, read the store before the write and installs after
+//! the clear.
+//!
+//! `with_memo` replaces the memo of a guard it holds alone (no lookup or put in flight). The
+//! new memo cannot know which of its slots the keys of earlier puts of unknown outcome map to,
+//! and their writes may still land: if the old memo saw any such put (`unknown_put`, recorded
+//! by [M2] even by a memo of 0 slots), every slot of the new one starts disabled. A memo of 0
+//! slots is off: lookups go to the store as without it.
+//!
+//! All of it holds under each slot's mutex; the one atomic, `unknown_put`, is read only by a
+//! holder of the whole guard.
 
 use std::fmt;
 use std::hash::Hash;
@@ -69,7 +88,7 @@ use std::sync::PoisonError;
 use ahash::RandomState;
 
 use super::core::Admission;
-use crate::sync::Mutex;
+use crate::sync::{AtomicBool, Mutex, Ordering};
 
 /// The number of memo slots a guard has unless told otherwise.
 pub(super) const DEFAULT_MEMO_ENTRIES: usize = 1024;
@@ -135,12 +154,18 @@ pub(crate) struct Broken {
     pub(crate) unknown_forgotten: bool,
     /// [M1]/[M2]: `writing` is a flag, cleared by the first put that ends.
     pub(crate) writing_as_flag: bool,
+    /// [M5]: a rebuild's clear drops the entries but keeps the versions.
+    pub(crate) rebuild_version_kept: bool,
+    /// `with_memo`: the new memo forgets that a put of unknown outcome was seen.
+    pub(crate) resize_forgets: bool,
 }
 
 /// The memo of a guard: a fixed number of slots, each holding at most one key.
 pub(super) struct Memo<K> {
     slots: Box<[Mutex<Slot<K>>]>,
     hasher: RandomState,
+    /// Set by [M2] for a put of unknown outcome, with or without slots.
+    unknown_put: AtomicBool,
     #[cfg(cuckoo_loom)]
     pub(crate) broken: Broken,
 }
@@ -172,7 +197,10 @@ pub(super) enum Probe {
 #[must_use]
 pub(super) struct MemoWrite<'m, K> {
     memo: &'m Memo<K>,
+    /// The key's slot; `None` in a memo of 0 slots, which still records an unknown outcome.
     slot: Option<usize>,
+    /// Until [M2] ran.
+    open: bool,
 }
 
 impl<K> Memo<K> {
@@ -190,6 +218,7 @@ impl<K> Memo<K> {
                 })
                 .collect(),
             hasher: RandomState::new(),
+            unknown_put: AtomicBool::new(false),
             #[cfg(cuckoo_loom)]
             broken: Broken::default(),
         }
@@ -205,8 +234,56 @@ impl<K> Memo<K> {
         self.slots.iter().filter(|slot| lock(slot).disabled).count()
     }
 
+    /// A memo of `entries` slots to replace this one (`with_memo`, on a guard held alone):
+    /// every slot disabled if this memo saw a put of unknown outcome, whose write may land.
+    pub(super) fn resized(&self, entries: usize) -> Self {
+        #[cfg_attr(not(cuckoo_loom), allow(unused_mut))]
+        let mut memo = Memo::new(entries);
+        #[cfg(cuckoo_loom)]
+        {
+            memo.broken = self.broken;
+            if self.broken.resize_forgets {
+                return memo;
+            }
+        }
+        // ORDERING: unknown put -> `with_memo`: the caller holds the guard's only reference
+        // (`Arc::get_mut`), whose acquire of the reference count orders every [M2] of another
+        // holder (done before it dropped its reference) before this load.
+        if self.unknown_put.load(Ordering::Relaxed) {
+            for slot in memo.slots.iter() {
+                lock(slot).disabled = true;
+            }
+            // ORDERING: as the load above; the next `with_memo` reads it the same way.
+            memo.unknown_put.store(true, Ordering::Relaxed);
+        }
+        memo
+    }
+
+    /// [M5]: a rebuild starts. Every slot drops its entry and bumps its version, so a lookup
+    /// that noted a version before cannot install after.
+    pub(super) fn forget_all(&self) {
+        for slot in self.slots.iter() {
+            let mut slot = lock(slot);
+            #[cfg(cuckoo_loom)]
+            let bump = !self.broken.rebuild_version_kept;
+            #[cfg(not(cuckoo_loom))]
+            let bump = true;
+            if bump {
+                slot.version += 1;
+            }
+            slot.entry = None;
+        }
+    }
+
     /// [M2] for the put whose slot is `slot`.
-    fn end_write(&self, slot: usize, landed_or_failed: bool) {
+    fn end_write(&self, slot: Option<usize>, landed_or_failed: bool) {
+        if !landed_or_failed {
+            // ORDERING: unknown put -> `with_memo` (see `resized`).
+            self.unknown_put.store(true, Ordering::Relaxed);
+        }
+        let Some(slot) = slot else {
+            return;
+        };
         let mut slot = lock(&self.slots[slot]);
         #[cfg(cuckoo_loom)]
         if self.broken.writing_as_flag {
@@ -292,6 +369,7 @@ impl<K: Hash + Eq + Clone> Memo<K> {
             return MemoWrite {
                 memo: self,
                 slot: None,
+                open: true,
             };
         };
         let mut slot = lock(&self.slots[index]);
@@ -310,6 +388,7 @@ impl<K: Hash + Eq + Clone> Memo<K> {
         MemoWrite {
             memo: self,
             slot: Some(index),
+            open: true,
         }
     }
 }
@@ -318,16 +397,16 @@ impl<K> MemoWrite<'_, K> {
     /// [M2]: the store write returned; `known` if it landed or definitely failed, `false` if
     /// it may still land.
     pub(super) fn end(mut self, known: bool) {
-        if let Some(slot) = self.slot.take() {
-            self.memo.end_write(slot, known);
-        }
+        self.open = false;
+        self.memo.end_write(self.slot, known);
     }
 }
 
 impl<K> Drop for MemoWrite<'_, K> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.memo.end_write(slot, false);
+        if self.open {
+            self.open = false;
+            self.memo.end_write(self.slot, false);
         }
     }
 }
@@ -414,7 +493,7 @@ mod tests {
         ));
     }
 
-    /// A key whose comparison panics when either side says so.
+    /// A key whose `eq` panics when either side is marked: a user type with a faulty `Eq`.
     #[derive(Debug, Clone)]
     struct Touchy(u64, bool);
 
@@ -446,6 +525,31 @@ mod tests {
             memo.probe(&Touchy(2, false), Admission::Pass),
             Probe::Skip
         ));
+    }
+
+    /// [M1]'s comparison panics while the slot is locked: the put must unwind (its caller
+    /// sees the panic), and the slot must stay usable, refusing installs.
+    #[test]
+    fn memo_review_a_panicking_eq_in_a_put_leaves_the_slot_usable() {
+        let memo = std::sync::Arc::new(Memo::new(1));
+        let installed = Touchy(1, false);
+        let probe = memo.probe(&installed, Admission::Pass);
+        assert!(memo.settle(&installed, probe, &Ok::<Option<()>, ()>(None)));
+        let (done, finished) = std::sync::mpsc::channel();
+        let shared = std::sync::Arc::clone(&memo);
+        // Detached: if the put deadlocks, the test fails on the timeout below.
+        std::thread::spawn(move || {
+            let put = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                drop(shared.begin_write(&Touchy(2, true)));
+            }));
+            let after = shared.probe(&Touchy(3, false), Admission::Pass);
+            let _ = done.send((put.is_err(), matches!(after, Probe::Skip)));
+        });
+        let (unwound, refusing) = finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the put deadlocked on its own slot's lock");
+        assert!(unwound, "the panic reached the put's caller");
+        assert!(refusing, "the slot refuses installs after the panic");
     }
 
     #[test]

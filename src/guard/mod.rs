@@ -36,8 +36,10 @@
 //! absent after the filter admitted them, and answers a replay of one without the store
 //! ([`GuardStats::memo_hits`], [`CacheGuard::with_memo`]). Every put of a key clears its entry
 //! before its store write, as rule 1 inserts before it, and a lookup installs its "absent"
-//! only if no put of a key of its slot began since it looked (the protocol and its argument
-//! are in the `memo` module's source).
+//! only if no put of a key of its slot began since it looked. Every rebuild clears the memo
+//! when it starts, so rows written behind the guard's back are found again. The memo is
+//! bounded in entries (each a clone of a key), not bytes (the protocol and its argument are
+//! in the `memo` module's source).
 //!
 //! # Warm-up
 //!

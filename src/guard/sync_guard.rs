@@ -339,9 +339,19 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// the guard remembers the key (the whole key, not a hash); a later lookup of it is
     /// answered "absent" without the store ([`GuardStats::memo_hits`]) until a
     /// [`put`](Self::put) of that key, which clears it before its store write. Each slot holds
-    /// one key (the newest); a slot a write of unknown outcome touched stops remembering
-    /// ([`GuardStats::memo_slots_disabled`]), since that write may land at any later time.
-    /// Memory: `entries` keys and a few words each.
+    /// one key (the newest). Every rebuild clears the memo, so rows written behind the
+    /// guard's back are found once a rebuild has started.
+    ///
+    /// Memory is bounded in entries, not bytes: each entry is a clone of a key (for a key
+    /// that owns heap data, such as a `String`, its heap data too), so the memo holds at most
+    /// `entries` keys plus a few words per slot.
+    ///
+    /// Known limit: a slot a write of unknown outcome touched (an error that may have been
+    /// applied, a dropped future, a panic) stops remembering for the guard's life, rebuilds
+    /// included, since that write may land at any later time; its replays go to the store.
+    /// [`GuardStats::memo_slots_disabled`] counts such slots. On a guard that has seen such a
+    /// write, `with_memo` gives a memo whose every slot is disabled: it cannot tell which new
+    /// slot the write's key maps to.
     ///
     /// # Errors
     ///
@@ -361,7 +371,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// ```
     pub fn with_memo(mut self, entries: usize) -> Result<Self, MemoError> {
         let inner = Arc::get_mut(&mut self.inner).ok_or(MemoError::Shared)?;
-        inner.memo = Memo::new(entries);
+        inner.memo = inner.memo.resized(entries);
         Ok(self)
     }
 
@@ -685,6 +695,8 @@ where
         reason: RebuildReason,
     ) -> Result<RebuildReport, GuardError<St::Error>> {
         let mut turn = self.core.begin_rebuild(claim, reason)?;
+        // [M5]: rows written behind the guard's back are looked up in the store again.
+        self.memo.forget_all();
         while !turn.poll_gate()? {
             std::thread::sleep(GATE_POLL);
         }

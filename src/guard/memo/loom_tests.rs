@@ -275,3 +275,364 @@ fn loom_memo_control_in_flight_as_a_flag() {
         )
     });
 }
+
+/// A lookup of `key` (not `K`) the filter admitted, for a key the store never holds: the
+/// store answers absent, and the lookup installs when [M4] lets it.
+fn lookup_of_other(memo: &Arc<Memo<u64>>, key: u64) -> thread::JoinHandle<bool> {
+    let memo = Arc::clone(memo);
+    thread::spawn(move || {
+        let probe = memo.probe(&key, Admission::Pass);
+        if let Probe::Hit = probe {
+            return false;
+        }
+        memo.settle(&key, probe, &Ok::<Option<()>, ()>(None))
+    })
+}
+
+/// Two keys in one slot: a lookup of `J` (never stored) installs and evicts while a lookup of
+/// `K` races a create of `K`. `J`'s install and eviction must not let a stale "absent" of
+/// `K` survive the create. The census asks for `J` installing in an execution where the
+/// lookup of `K` read "absent".
+#[test]
+fn loom_memo_review_two_keys_share_a_slot() {
+    const J: u64 = 8;
+    explore(
+        "a lookup of J installed while K's lookup read absent",
+        |census| {
+            let memo = memo(Broken::default());
+            let store = Store::default();
+            let reader = lookup(&memo, &store);
+            let other = lookup_of_other(&memo, J);
+            let creator = {
+                let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+                thread::spawn(move || put(&memo, &store, true))
+            };
+            let looked = reader.join().unwrap();
+            let j_installed = other.join().unwrap();
+            creator.join().unwrap();
+            if let Some(looked) = looked {
+                census.saw(j_installed && looked.read_absent);
+            }
+            assert_not_hidden(&memo, &store);
+        },
+    );
+}
+
+/// A delete of `K` then a create of `K` (one actor, in that order: the create returned
+/// after the delete) race a lookup of `K`. The lookup may install "absent" after the delete;
+/// the create's [M1] must clear it. The census asks for that install.
+#[test]
+fn loom_memo_review_delete_then_create_race_a_lookup() {
+    explore("an install after the delete", |census| {
+        let memo = memo(Broken::default());
+        let store = Store::new(Mutex::new(Row {
+            present: true,
+            put_dropped: false,
+        }));
+        let reader = lookup(&memo, &store);
+        let writer = {
+            let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+            thread::spawn(move || {
+                // Deletes do not touch the memo.
+                store.lock().unwrap().present = false;
+                put(&memo, &store, true);
+            })
+        };
+        let looked = reader.join().unwrap();
+        writer.join().unwrap();
+        if let Some(looked) = looked {
+            census.saw(looked.installed);
+        }
+        assert_not_hidden(&memo, &store);
+    });
+}
+
+/// [M5]: a row written behind the guard's back (a store write with no [M1]), then a rebuild
+/// starts (one actor, in that order), race a lookup of `K`. The census asks for the lookup that
+/// noted its version before the clear, read the store before the write and tried to install
+/// after the clear: only the version bump refuses it.
+fn lookup_races_a_bypassing_write_then_a_rebuild(broken: Broken, census: Census) {
+    let memo = memo(broken);
+    let store = Store::default();
+    let reader = {
+        let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+        thread::spawn(move || {
+            let probe = memo.probe(&K, Admission::Pass);
+            if let Probe::Hit = probe {
+                return None;
+            }
+            let noted = matches!(probe, Probe::Miss { .. });
+            let read_absent = !store.lock().unwrap().present;
+            let answer = if read_absent { None } else { Some(()) };
+            let installed = memo.settle(&K, probe, &Ok::<_, ()>(answer));
+            Some((noted, read_absent, installed))
+        })
+    };
+    let rebuilder = {
+        let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+        thread::spawn(move || {
+            store.lock().unwrap().present = true;
+            memo.forget_all();
+        })
+    };
+    let looked = reader.join().unwrap();
+    rebuilder.join().unwrap();
+    if let Some((noted, read_absent, installed)) = looked {
+        census.saw(noted && read_absent && !installed);
+    }
+    assert_not_hidden(&memo, &store);
+}
+
+#[test]
+fn loom_memo_rebuild_clear_refuses_an_install_noted_before_it() {
+    explore(
+        "a lookup that noted before the clear, read before the write, refused after the clear",
+        |census| lookup_races_a_bypassing_write_then_a_rebuild(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "hides a key the store holds")]
+fn loom_memo_control_rebuild_clear_keeps_the_versions() {
+    loom::model(|| {
+        lookup_races_a_bypassing_write_then_a_rebuild(
+            Broken {
+                rebuild_version_kept: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+/// `with_memo` after a put of unknown outcome: a client's put of `K` is dropped during its
+/// store write, the client resizes the memo (as `with_memo` does, holding the guard alone) and
+/// looks `K` up in the new memo, while the database applies the write. Then the database
+/// actor, which joined the client and made sure the write landed, asks the new memo: it must
+/// not answer "absent". The census asks for the client's lookup reading "absent" (before the
+/// write landed).
+fn resized_memo_races_a_late_write(broken: Broken, census: Census) {
+    let memo = memo(broken);
+    let store = Store::default();
+    let client = {
+        let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+        thread::spawn(move || {
+            let write = memo.begin_write(&K);
+            store.lock().unwrap().put_dropped = true;
+            drop(write);
+            let fresh = Arc::new(memo.resized(1));
+            let probe = fresh.probe(&K, Admission::Pass);
+            let read_absent = !store.lock().unwrap().present;
+            let answer = if read_absent { None } else { Some(()) };
+            fresh.settle(&K, probe, &Ok::<_, ()>(answer));
+            (fresh, read_absent)
+        })
+    };
+    let database = {
+        let store = Arc::clone(&store);
+        thread::spawn(move || {
+            let land = || {
+                let mut row = store.lock().unwrap();
+                if row.put_dropped {
+                    row.present = true;
+                }
+                row.present
+            };
+            let landed = land();
+            let (fresh, read_absent) = client.join().unwrap();
+            if !landed {
+                assert!(land(), "the put sent its write");
+            }
+            assert_not_hit(&fresh);
+            read_absent
+        })
+    };
+    census.saw(database.join().unwrap());
+}
+
+#[test]
+fn loom_memo_resize_after_an_unknown_put_starts_disabled() {
+    explore(
+        "a lookup in the new memo before the late write landed",
+        |census| resized_memo_races_a_late_write(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "hides a key the store holds")]
+fn loom_memo_control_resize_forgets_the_unknown_put() {
+    loom::model(|| {
+        resized_memo_races_a_late_write(
+            Broken {
+                resize_forgets: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Guard-level models: the real `CacheGuard` over a store whose writes of unknown outcome
+// land when a second actor (the database) applies them.
+// ---------------------------------------------------------------------------------------
+
+mod guard_level {
+    use std::fmt;
+
+    use loom::sync::Mutex;
+    use loom::thread;
+
+    use crate::guard::{Admission, CacheGuard, RebuildPolicy, ScanPage, Store, Written};
+    use crate::table::loom_tests::Census;
+    use crate::{CuckooFilter, Growth};
+
+    const K: u64 = 7;
+
+    /// The database's state for `K`: a write that was sent but not yet applied, and whether
+    /// the row exists.
+    #[derive(Debug, Default)]
+    struct Db {
+        pending: bool,
+        present: bool,
+    }
+
+    /// A store whose every put times out after sending its write: the outcome is unknown, and
+    /// the write lands when [`Late::land`] applies it.
+    #[derive(Debug, Default)]
+    struct Late(Mutex<Db>);
+
+    #[derive(Debug)]
+    struct TimedOut;
+
+    impl fmt::Display for TimedOut {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("timed out after sending the write")
+        }
+    }
+
+    impl std::error::Error for TimedOut {}
+
+    impl Late {
+        fn land(&self) -> bool {
+            let mut db = self.0.lock().unwrap();
+            if db.pending {
+                db.present = true;
+            }
+            db.pending
+        }
+    }
+
+    impl Store for Late {
+        type Key = u64;
+        type Value = ();
+        type Cursor = u64;
+        type Error = TimedOut;
+
+        fn get(&self, _: &u64) -> Result<Option<()>, TimedOut> {
+            Ok(self.0.lock().unwrap().present.then_some(()))
+        }
+        fn put(&self, _: &u64, _: &()) -> Result<Written, TimedOut> {
+            self.0.lock().unwrap().pending = true;
+            Err(TimedOut)
+        }
+        fn delete(&self, _: &u64) -> Result<bool, TimedOut> {
+            unreachable!("the models delete nothing")
+        }
+        fn scan_keys(&self, _: Option<&u64>, _: usize) -> Result<ScanPage<u64, u64>, TimedOut> {
+            Ok(ScanPage {
+                keys: Vec::new(),
+                next: None,
+            })
+        }
+        fn write_outcome_unknown(_: &TimedOut) -> bool {
+            true
+        }
+    }
+
+    type Guard = CacheGuard<std::sync::Arc<Late>>;
+
+    fn guard(store: &std::sync::Arc<Late>) -> Guard {
+        let filter = CuckooFilter::builder()
+            .capacity(3)
+            .growth(Growth::Fixed)
+            .build()
+            .expect("a tiny filter");
+        let guard = CacheGuard::with_policy(
+            filter,
+            std::sync::Arc::clone(store),
+            RebuildPolicy::manual(),
+        )
+        .with_memo(1)
+        .expect("a new guard");
+        guard
+    }
+
+    /// A client puts `K` (the store times out: unknown outcome, the write may land), resizes
+    /// the memo if `resize` (the guard is not shared: `with_memo` accepts) and looks `K` up,
+    /// while the database applies the write. Then a second client, which joined the first, makes
+    /// sure the write landed and looks `K` up: that lookup began after the row exists and no
+    /// delete ran, so it must find it. The census asks for the first lookup reading "absent"
+    /// (the write not landed yet). The lookups are `get_admitted(K, Pass)`: the filter passes
+    /// `K`, since a put of unknown outcome keeps its copy; the guard stays warming, so the
+    /// model needs no warm-up scan.
+    fn unknown_put_then_lookups(resize: bool, census: Census) {
+        let store = std::sync::Arc::new(Late::default());
+        let guard = guard(&store);
+        let client = thread::spawn(move || {
+            let put = guard.put(&K, &());
+            assert!(put.is_err(), "the store times out");
+            let guard = if resize {
+                guard.with_memo(1).expect("the guard is not shared")
+            } else {
+                guard
+            };
+            let first = guard
+                .get_admitted(&K, Admission::Pass)
+                .expect("reads succeed");
+            (guard, first.is_none())
+        });
+        let database_then_client = {
+            let store = std::sync::Arc::clone(&store);
+            thread::spawn(move || {
+                let landed = store.land();
+                let (guard, first_absent) = client.join().unwrap();
+                if !landed {
+                    assert!(store.land(), "the put sent its write");
+                }
+                let second = guard
+                    .get_admitted(&K, Admission::Pass)
+                    .expect("reads succeed");
+                assert_eq!(
+                    second,
+                    Some(()),
+                    "the memo hides a key the store holds (a put of unknown outcome landed \
+                     before this lookup began)"
+                );
+                first_absent
+            })
+        };
+        census.saw(database_then_client.join().unwrap());
+    }
+
+    /// The put's [M2] disabled `K`'s slot: the first lookup installs nothing, the second reads
+    /// the landed row.
+    #[test]
+    fn loom_memo_review_unknown_put_then_lookups_keep_the_slot_disabled() {
+        crate::table::loom_tests::explore(
+            "a first lookup that read absent before the unknown write landed",
+            |census| unknown_put_then_lookups(false, census),
+        );
+    }
+
+    /// `with_memo` on a guard that is not shared, after a put of unknown outcome: the new memo
+    /// starts with every slot disabled, so the first lookup installs nothing and the second
+    /// reads the landed row.
+    #[test]
+    fn loom_memo_review_with_memo_keeps_an_unknown_put_disabled() {
+        crate::table::loom_tests::explore(
+            "a first lookup that read absent before the unknown write landed",
+            |census| unknown_put_then_lookups(true, census),
+        );
+    }
+}
