@@ -422,6 +422,18 @@ fn async_a_dropped_put_disables_its_slot() {
     });
 }
 
+/// Waits (yielding) until `done` holds; fails the test after 60 s.
+fn wait_for(round: usize, what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "round {round}: no {what} within 60 s"
+        );
+        thread::yield_now();
+    }
+}
+
 /// Readers replay false-positive keys while writers create them (and a rebuild runs): a
 /// lookup that began after a create of its key returned must find the key.
 #[test]
@@ -477,6 +489,10 @@ fn stress_replays_racing_creates_never_miss_a_created_key() {
             );
             thread::spawn(move || {
                 start.wait();
+                // The creates race replays only once the memo answers them.
+                wait_for(round, "a memo hit before the first create", || {
+                    guard.stats().memo_hits > 0
+                });
                 for (at, key) in keys.iter().enumerate() {
                     for _ in 0..200 {
                         thread::yield_now();
@@ -487,9 +503,15 @@ fn stress_replays_racing_creates_never_miss_a_created_key() {
             })
         };
         let rebuilder = {
-            let (guard, start) = (guard.clone(), Arc::clone(&start));
+            let (guard, start, created) = (guard.clone(), Arc::clone(&start), Arc::clone(&created));
             thread::spawn(move || {
                 start.wait();
+                // Mid-way: a rebuild draws new hash keys, after which the keys not yet
+                // created are (almost all) ruled out by the filter and no longer replayed
+                // through the memo.
+                wait_for(round, "half the creates before the rebuild", || {
+                    created[KEYS / 2].load(SeqCst)
+                });
                 guard.rebuild().unwrap();
             })
         };
