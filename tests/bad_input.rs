@@ -262,3 +262,24 @@ fn store_tables_and_urls() {
         }
     });
 }
+
+/// A store builder's `Debug` never shows its URL, which may hold a password.
+#[test]
+fn store_builders_debug_without_their_urls() {
+    let secret = "S3cr?t#pw";
+    let postgres = format!(
+        "{:?}",
+        PostgresStore::<i64, String>::builder(format!("postgres://app:{secret}@127.0.0.1/db"))
+            .table("users")
+    );
+    let redis = format!(
+        "{:?}",
+        RedisStore::<String, String>::builder(format!("redis://:{secret}@127.0.0.1:6379"), "ns")
+    );
+    for shown in [&postgres, &redis] {
+        assert!(!shown.contains("S3cr"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+    assert!(postgres.contains("users"), "{postgres}");
+    assert!(redis.contains("ns"), "{redis}");
+}

@@ -275,7 +275,7 @@ fn connection_broke(error: &tokio_postgres::Error) -> bool {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `.connect()` is called"]
 pub struct PostgresStoreBuilder<K, V> {
     url: String,
@@ -841,6 +841,20 @@ where
             .await
             .map_err(query("write the seal"))?;
         Ok(())
+    }
+}
+
+/// Leaves out the URL, which may hold a password.
+impl<K, V> fmt::Debug for PostgresStoreBuilder<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStoreBuilder")
+            .field("url", &"<redacted>")
+            .field("table", &self.table)
+            .field("key_column", &self.key_column)
+            .field("value_column", &self.value_column)
+            .field("create", &self.create)
+            .field("connections", &self.connections)
+            .finish()
     }
 }
 

@@ -191,13 +191,24 @@ pub struct RedisStore<K = String, V = String> {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `.connect()` is called"]
 pub struct RedisStoreBuilder<K, V> {
     url: String,
     namespace: String,
     allow_eviction: bool,
     _types: PhantomData<fn() -> (K, V)>,
+}
+
+/// Leaves out the URL, which may hold a password.
+impl<K, V> fmt::Debug for RedisStoreBuilder<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("url", &"<redacted>")
+            .field("namespace", &self.namespace)
+            .field("allow_eviction", &self.allow_eviction)
+            .finish()
+    }
 }
 
 impl<K, V> RedisStoreBuilder<K, V> {
