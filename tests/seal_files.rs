@@ -11,7 +11,6 @@ mod common;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{CacheGuard, MemoryStore, RebuildPolicy, Restart, Store};
 use cuckoo_guard::{CuckooFilter, SnapshotError};
@@ -21,6 +20,7 @@ use cuckoo_guard::{CuckooFilter, SnapshotError};
 fn a_dropped_async_seal_keeps_the_claim_until_its_file_is_in_place() {
     use std::future::Future;
     use std::task::{Context, Waker};
+    use std::time::{Duration, Instant};
 
     use cuckoo_guard::guard::{AsyncCacheGuard, GuardError};
 
