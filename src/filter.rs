@@ -337,10 +337,50 @@ impl<S: BuildHasher + Clone> CuckooFilter<S> {
     }
 }
 
-/// Four unpredictable ahash keys: a randomly keyed hasher's hashes of 0 to 3.
+/// Four unpredictable ahash keys, drawn anew on each call: 32 bytes from the operating
+/// system's generator (`getrandom`), or [`fallback_keys`] if it fails.
 fn random_keys() -> [u64; 4] {
-    let random = RandomState::new();
-    [0u64, 1, 2, 3].map(|i| random.hash_one(i))
+    let mut bytes = [0u8; 32];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => keys_of(bytes),
+        Err(_) => fallback_keys(),
+    }
+}
+
+/// The four little-endian words of `bytes`.
+fn keys_of(bytes: [u8; 32]) -> [u64; 4] {
+    let mut keys = [0u64; 4];
+    for (key, chunk) in keys.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        *key = u64::from_le_bytes(word);
+    }
+    keys
+}
+
+/// Keys for a process without a working random generator: the clock, the process id, a
+/// per-thread count of draws and an address, mixed by a fixed-key ahash. Distinct for each
+/// draw, but guessable by whoever knows when and where the filter was made; a filter keyed so
+/// is as correct (no false negatives), only less hard to flood with keys chosen to collide.
+/// Touches neither `getrandom` nor ahash's own random source, so it cannot panic for want of
+/// one.
+fn fallback_keys() -> [u64; 4] {
+    thread_local! {
+        static DRAWS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    let draw = DRAWS
+        .try_with(|draws| {
+            let draw = draws.get();
+            draws.set(draw.wrapping_add(1));
+            draw
+        })
+        .unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    let place = std::ptr::addr_of!(draw) as usize as u64;
+    let mixer = RandomState::with_seeds(now, u64::from(std::process::id()), draw, place);
+    [0u64, 1, 2, 3].map(|i| mixer.hash_one((i, now, draw, place)))
 }
 
 /// A builder-made hasher with fresh random keys, as an `S`, and its keys: `None` unless `S` is
@@ -1125,5 +1165,37 @@ impl<S> Builder<S> {
             built_for: capacity,
             tables: Tables::new(table, factor, max_steps),
         })
+    }
+}
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn the_generators_bytes_are_the_keys() {
+        let bytes: [u8; 32] = std::array::from_fn(|i| i as u8);
+        assert_eq!(
+            keys_of(bytes),
+            [
+                0x0706_0504_0302_0100,
+                0x0f0e_0d0c_0b0a_0908,
+                0x1716_1514_1312_1110,
+                0x1f1e_1d1c_1b1a_1918
+            ]
+        );
+    }
+
+    #[test]
+    fn every_draw_of_keys_is_new() {
+        for draw in [random_keys, fallback_keys] {
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..1_000 {
+                let keys = draw();
+                assert!(seen.insert(keys), "a draw repeated {keys:x?}");
+                let distinct: std::collections::HashSet<u64> = keys.into_iter().collect();
+                assert_eq!(distinct.len(), 4, "{keys:x?}");
+            }
+        }
     }
 }

@@ -129,6 +129,72 @@ where
     assert!(matches!(restart, Restart::NoSnapshot), "{restart}");
 }
 
+/// What a filter's hasher makes of one value: equal for equal hash keys.
+fn probe<H: std::hash::BuildHasher>(filter: &CuckooFilter<H>) -> u64 {
+    filter.hasher().hash_one(0x6b65_7973_u64)
+}
+
+#[test]
+fn a_restored_guard_rebuilds_under_new_keys_and_its_next_seal_records_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("guard.cgsnap");
+    let store = Arc::new(MemoryStore::<i64, String>::new());
+    let n = 1_500;
+    let guard = CacheGuard::new(CuckooFilter::with_capacity(2_000), Arc::clone(&store));
+    for k in 0..n {
+        guard.put(&k, &format!("row {k}")).unwrap();
+    }
+    guard.warm_up(500, |_| {}).unwrap();
+    guard.seal(&path).unwrap();
+    let sealed_keys = probe(&guard.filter());
+    drop(guard);
+
+    let (guard, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
+    assert!(restart.is_trusted(), "{restart}");
+    assert_eq!(
+        probe(&guard.filter()),
+        sealed_keys,
+        "the restored filter hashes with the file's keys"
+    );
+    guard.rebuild().unwrap();
+    let rebuilt_keys = probe(&guard.filter());
+    assert_ne!(
+        rebuilt_keys, sealed_keys,
+        "a rebuild of a restored filter kept the file's keys"
+    );
+    assert!(
+        (0..n).all(|k| guard.may_contain(&k)),
+        "a rebuild lost a key"
+    );
+    let resealed = guard.seal(&path).unwrap();
+    drop(guard);
+
+    let info = cuckoo_guard::snapshot::inspect(std::fs::File::open(&path).unwrap()).unwrap();
+    assert!(info.hash_keys && info.readable_by_this_build(), "{info:?}");
+    assert_eq!(info.body.as_ref().unwrap().items, n as u64);
+    let (guard, restart) = CacheGuard::restore(&path, Arc::clone(&store), fallback);
+    assert!(
+        matches!(restart, Restart::Trusted { seal, .. } if seal == resealed.seal),
+        "{restart}"
+    );
+    assert_eq!(
+        probe(&guard.filter()),
+        rebuilt_keys,
+        "the second file records the rebuild's keys"
+    );
+    assert!(
+        (0..n).all(|k| guard.may_contain(&k)),
+        "the second restore lost a key"
+    );
+    assert_eq!(guard.get(&7).unwrap().as_deref(), Some("row 7"));
+    assert_eq!(guard.get(&(n + 1)).unwrap(), None);
+    assert_eq!(
+        guard.stats().blocked,
+        1,
+        "the restored guard filters at once"
+    );
+}
+
 #[test]
 fn memory_store_restarts_from_its_sealed_snapshot() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,7 +15,9 @@
 //! are the ones it touched before. Every guard call pins for the filter loads of one step and
 //! never across a store call.
 //!
-//! - **[R1] A create** enters the gate, then loads the filters (`SeqCst`, in the gate's total
+//! - **[R1] A create** copies its key (the copy an orphan keeps, below) before it enters the
+//!   gate, so no caller code (the key's `Clone`) runs while it counts there; a seat in the gate
+//!   leaves it on every path, a panic in the key's `Hash` included. It enters the gate, then loads the filters (`SeqCst`, in the gate's total
 //!   order) and inserts the key into the current filter and, if there is one, the next, before
 //!   its store write, each hashed by that filter's own hasher. After the write it removes the
 //!   copies it added (an update, a definite failure) only from those of its generations still
@@ -137,8 +139,8 @@ impl Admission {
     }
 }
 
-/// A key as an orphan keeps it: hashable by any filter's hasher, and copied out of a create's
-/// borrow only when the create's write turns out of unknown outcome.
+/// A key as an orphan keeps it: hashable by any filter's hasher, copied out of a create's
+/// borrow before the create enters the writer gate ([R1]).
 trait OrphanKey: Send + Sync {
     /// Feeds the key to `state` as its own `Hash` does.
     fn hash_into(&self, state: &mut dyn Hasher);
@@ -181,22 +183,44 @@ pub(super) struct DeleteTicket {
     generation: u64,
 }
 
-/// A create between its filter inserts and its store write's end ([R1]): the gate phase it
-/// counts in, the generations it inserted into with the key's hash under each one's hasher,
-/// and the key. Dropped without [`GuardCore::end_put`] (a dropped future, a panic in the
-/// store), it records the key as an orphan.
-pub(super) struct PutTicket<'c, 'k, H> {
-    core: &'c GuardCore<H>,
+/// A create's place in the writer gate: dropped, it leaves the gate, whatever panicked.
+struct GateSeat<'c> {
+    gate: &'c Gate,
     phase: usize,
+    /// Left already, by the loom control `orphan_after_leave`.
+    #[cfg(cuckoo_loom)]
+    left: bool,
+}
+
+impl Drop for GateSeat<'_> {
+    fn drop(&mut self) {
+        #[cfg(cuckoo_loom)]
+        if self.left {
+            return;
+        }
+        self.gate.leave(self.phase);
+    }
+}
+
+/// A create between its filter inserts and its store write's end ([R1]): its seat in the
+/// gate, the generations it inserted into with the key's hash under each one's hasher, and
+/// the key's orphan copy, made before the create entered the gate. Dropped without
+/// [`GuardCore::end_put`] (a dropped future, a panic in the store), it records the orphan;
+/// no caller code runs in its drop before it leaves the gate.
+pub(super) struct PutTicket<'c, H> {
+    core: &'c GuardCore<H>,
+    /// Declared before `orphan`: the gate is left before the orphan's last copy (and with
+    /// it the caller's key) may drop.
+    seat: GateSeat<'c>,
     /// The current generation's id and the key's hash there.
     current: (u64, u64),
     /// The next generation's id and the key's hash there, if the create inserted into one.
     next: Option<(u64, u64)>,
-    key: &'k dyn OrphanKey,
+    orphan: Orphan,
     ended: bool,
 }
 
-impl<H> PutTicket<'_, '_, H> {
+impl<H> PutTicket<'_, H> {
     /// The key's hash in generation `id`, if the create inserted into it.
     fn hash_in(&self, id: u64) -> Option<u64> {
         [Some(self.current), self.next]
@@ -206,23 +230,28 @@ impl<H> PutTicket<'_, '_, H> {
     }
 }
 
-impl<H> fmt::Debug for PutTicket<'_, '_, H> {
+impl<H> fmt::Debug for PutTicket<'_, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PutTicket")
-            .field("phase", &self.phase)
+            .field("phase", &self.seat.phase)
             .field("current", &self.current.0)
             .field("next", &self.next.map(|(id, _)| id))
             .finish_non_exhaustive()
     }
 }
 
-impl<H> Drop for PutTicket<'_, '_, H> {
+impl<H> Drop for PutTicket<'_, H> {
     fn drop(&mut self) {
+        #[cfg(cuckoo_loom)]
+        if self.core.broken.orphan_after_leave && !self.ended {
+            self.core.gate.leave(self.seat.phase);
+            self.seat.left = true;
+        }
         if !self.ended {
             self.core.stale_copy();
-            self.core.record_orphan(self.key);
+            self.core.record_orphan(self.orphan.clone());
         }
-        self.core.gate.leave(self.phase);
+        // The fields drop next: `seat` leaves the gate, after the orphan is recorded.
     }
 }
 
@@ -290,8 +319,16 @@ pub(crate) struct Broken {
     pub(crate) next_skipped: bool,
     /// [R1]: a create inserts into the next filter the hash the current filter's hasher gave.
     pub(crate) next_hashed_by_current: bool,
+    /// [R1]: a put dropped before its end leaves the gate before it records its orphan.
+    pub(crate) orphan_after_leave: bool,
     /// [R3]: a rebuild does not insert the orphans into its next filter.
     pub(crate) orphans_skipped: bool,
+    /// [R3]: a rebuild inserts each orphan into its next filter by the hash the current
+    /// filter's hasher gives it (an orphan kept as a hash).
+    pub(crate) orphans_hashed_by_current: bool,
+    /// [R1]: an update removes its copy from every generation by the hash the current
+    /// filter's hasher gave it (a ticket carrying one hash).
+    pub(crate) own_copies_hashed_by_current: bool,
     /// [W3]: no fence between the flip and the rebuild's counter reads.
     pub(crate) flip_unfenced: bool,
     /// The seal: the snapshot is taken before the seal is written.
@@ -324,8 +361,7 @@ impl<H> GuardCore<H> {
         self.rebuilds.add_stale(1);
     }
 
-    fn record_orphan(&self, key: &dyn OrphanKey) {
-        let orphan = key.to_orphan();
+    fn record_orphan(&self, orphan: Orphan) {
         self.orphans
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -416,13 +452,20 @@ impl<H: BuildHasher> GuardCore<H> {
     /// Create step 1 (rule 1, rule 3, [R1]): add a copy of the key to the current filter, and
     /// to a pending rebuild's next filter, **before** the store write, even if a filter
     /// already reports it, each hashed by that filter's hasher. Refuses the write if a filter
-    /// has no room or its insert gave up under contention. The ticket borrows the key, to
-    /// record it as an orphan if the write's outcome is never known.
-    pub(super) fn begin_put<'k, K: Hash + Clone + Send + Sync + 'static, E>(
+    /// has no room or its insert gave up under contention. The ticket holds a copy of the key,
+    /// made before the gate is entered (a `Clone` that panics leaves no trace), to record it
+    /// as an orphan if the write's outcome is never known.
+    pub(super) fn begin_put<K: Hash + Clone + Send + Sync + 'static, E>(
         &self,
-        key: &'k K,
-    ) -> Result<PutTicket<'_, 'k, H>, GuardError<E>> {
-        let phase = self.gate.enter();
+        key: &K,
+    ) -> Result<PutTicket<'_, H>, GuardError<E>> {
+        let orphan = key.to_orphan();
+        let seat = GateSeat {
+            gate: &self.gate,
+            phase: self.gate.enter(),
+            #[cfg(cuckoo_loom)]
+            left: false,
+        };
         let pin = pin();
         // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next
         // filter here is one a pending rebuild waits for (gate module).
@@ -430,10 +473,10 @@ impl<H: BuildHasher> GuardCore<H> {
         let hash = filters.current.filter.hash_key(key);
         let mut ticket = PutTicket {
             core: self,
-            phase,
+            seat,
             current: (filters.current.id, hash),
             next: None,
-            key,
+            orphan,
             ended: true,
         };
         let inserted = filters.current.filter.insert_hash(hash).and_then(|()| {
@@ -478,7 +521,7 @@ impl<H: BuildHasher> GuardCore<H> {
     /// rebuild should start.
     pub(super) fn end_put<E>(
         &self,
-        mut ticket: PutTicket<'_, '_, H>,
+        mut ticket: PutTicket<'_, H>,
         result: &Result<Written, E>,
         outcome_unknown: impl FnOnce(&E) -> bool,
     ) -> Option<super::RebuildReason> {
@@ -493,7 +536,7 @@ impl<H: BuildHasher> GuardCore<H> {
                 bump(&shard.store_errors);
                 if outcome_unknown(error) {
                     self.stale_copy();
-                    self.record_orphan(ticket.key);
+                    self.record_orphan(ticket.orphan.clone());
                 } else {
                     self.remove_own_copies(&ticket);
                 }
@@ -505,7 +548,7 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Removes the copies a create inserted, from those of its generations still published.
-    fn remove_own_copies(&self, ticket: &PutTicket<'_, '_, H>) {
+    fn remove_own_copies(&self, ticket: &PutTicket<'_, H>) {
         let pin = pin();
         // ORDERING: Acquire; the generations found are published ones (their contents
         // visible); which ones does not matter for safety, only ids matching the ticket's are
@@ -514,6 +557,12 @@ impl<H: BuildHasher> GuardCore<H> {
         for generation in filters.both() {
             let Some(hash) = ticket.hash_in(generation.id) else {
                 continue;
+            };
+            #[cfg(cuckoo_loom)]
+            let hash = if self.broken.own_copies_hashed_by_current {
+                ticket.current.1
+            } else {
+                hash
             };
             if !generation.filter.remove_hash(hash) {
                 // Only possible if someone removed from the filter behind the guard's back.
@@ -738,6 +787,79 @@ mod tests {
         check(&filter, -3i8);
         check(&filter, (7u32, String::from("x"), [1u16, 2]));
         check(&filter, vec![1u8, 2, 3]);
+    }
+
+    /// A key whose `Clone` panics (a caller's type; the guard must not trust it not to).
+    #[derive(Debug, PartialEq, Eq, Hash)]
+    struct NoCopy(u64);
+
+    impl Clone for NoCopy {
+        fn clone(&self) -> Self {
+            panic!("this key cannot be copied")
+        }
+    }
+
+    /// A key whose `Hash` panics (a caller's type as well).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct NoHash;
+
+    impl Hash for NoHash {
+        fn hash<S: Hasher>(&self, _: &mut S) {
+            panic!("this key cannot be hashed")
+        }
+    }
+
+    /// Polls a rebuild's gate until it passes; panics if it never does.
+    fn rebuild_passes_the_gate<H: BuildHasher + Clone + Send + Sync + 'static>(
+        core: &GuardCore<H>,
+    ) -> bool {
+        let claim = core.claim().expect("no rebuild runs");
+        let mut turn = core
+            .begin_rebuild::<()>(claim, crate::guard::RebuildReason::Requested)
+            .expect("a warm core builds its next filter");
+        for _ in 0..1_000 {
+            match turn.poll_gate::<()>() {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(_) => return false,
+            }
+        }
+        panic!("a rebuild waits forever for a put that panicked")
+    }
+
+    /// A put keeps its key as an orphan, which clones the key. If that clone panics, the put
+    /// must still leave the writer gate (or never have entered it), and no rebuild may go on
+    /// as if the key had been recorded: it must refuse, or the put must have left no copy and
+    /// no write behind.
+    #[test]
+    fn a_put_whose_key_clone_panics_holds_no_rebuild_at_the_gate() {
+        let core = GuardCore::new(CuckooFilter::with_capacity(100), RebuildPolicy::manual());
+        core.finish_warm_up();
+        let key = NoCopy(7);
+        // The put begins; its future is dropped while the store call runs.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let ticket = core.begin_put::<_, ()>(&key);
+            drop(ticket);
+        }));
+        let copies = core.filter().count(&key);
+        if rebuild_passes_the_gate(&core) {
+            assert_eq!(
+                copies, 0,
+                "a rebuild went on without the orphan of a put that left a copy behind"
+            );
+        }
+    }
+
+    /// A put whose key's `Hash` panics after it entered the writer gate leaves the gate.
+    #[test]
+    fn a_put_whose_key_hash_panics_holds_no_rebuild_at_the_gate() {
+        let core = GuardCore::new(CuckooFilter::with_capacity(100), RebuildPolicy::manual());
+        core.finish_warm_up();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = core.begin_put::<_, ()>(&NoHash);
+        }));
+        assert!(panicked.is_err(), "hashing the key panics");
+        assert!(rebuild_passes_the_gate(&core));
     }
 
     #[test]

@@ -316,9 +316,12 @@ fn every_file_a_writer_produces_has_the_base_table_its_capacity_sizes() {
             let info = inspect(&bytes[..]).unwrap_or_else(|e| panic!("{capacity}/{bits}: {e}"));
             assert_eq!(info.built_for, capacity as u64);
             let restored = read(&bytes).unwrap_or_else(|e| panic!("{capacity}/{bits}: {e}"));
-            // A rebuild's filter is built as a sibling of the restored one.
-            let sibling = restored.sibling(capacity * 3 + 1).unwrap();
-            read(&snapshot_of(&sibling)).unwrap_or_else(|e| panic!("{capacity}/{bits}: {e}"));
+            // A rebuild's filter has the restored one's settings under fresh keys.
+            let (hasher, keys) = crate::filter::fresh_ahash().expect("the builder's hasher");
+            let rebuilt = restored
+                .sibling_hashed_by(capacity * 3 + 1, hasher, Some(keys))
+                .unwrap();
+            read(&snapshot_of(&rebuilt)).unwrap_or_else(|e| panic!("{capacity}/{bits}: {e}"));
         }
     }
     // Grown filters: the grown tables nest over the base table the capacity sized.

@@ -240,6 +240,72 @@ fn loom_rebuild_control_next_filter_given_the_current_filters_hash() {
     });
 }
 
+/// [R1] [R3]: a create of `K` whose future is dropped during its store write (its ticket
+/// dropped, never ended) races a rebuild; the write lands after the drop. The dropped ticket
+/// records its orphan before it leaves the gate, so the rebuild's orphan drain finds it or the
+/// create found the next filter. The census asks for a create that missed the next filter and
+/// a scan that missed the write: only the orphan covers `K`.
+fn dropped_put_racing_a_rebuild(broken: Broken, census: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let creator = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            let saw_next = ticket.next.is_some();
+            drop(ticket);
+            store.lock().unwrap().push(K);
+            saw_next
+        })
+    };
+    let rebuilder = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = store.lock().unwrap().clone();
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+            keys.contains(&K)
+        })
+    };
+    let saw_next = creator.join().unwrap();
+    let scanned = rebuilder.join().unwrap();
+    census.saw(!saw_next && !scanned);
+    assert_eq!(core.stats().orphaned_writes, 1);
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses a dropped put's key"
+    );
+}
+
+#[test]
+fn loom_rebuild_a_dropped_put_records_its_orphan_before_it_leaves_the_gate() {
+    explore("a dropped put that only its orphan covers", |census| {
+        dropped_put_racing_a_rebuild(Broken::default(), census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "misses a dropped put's key")]
+fn loom_rebuild_control_a_dropped_put_leaves_the_gate_before_its_orphan() {
+    loom::model(|| {
+        dropped_put_racing_a_rebuild(
+            Broken {
+                orphan_after_leave: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
 /// [R1] [R3] with new hash keys: a create of `K` whose write's outcome is unknown (an orphan)
 /// lands in the store only after a rebuild's scan read it; the rebuild hashes with a new key.
 /// The orphan, kept as the key, must be inserted into the next filter under its hasher. The
@@ -774,6 +840,182 @@ fn loom_seal_control_a_stopped_drain_forgets_its_phase() {
                 seal_drain_forgets: true,
                 ..Broken::default()
             },
+            Census::default(),
+        )
+    });
+}
+
+/// A key whose fingerprint under the first filter's hash key is `K`'s under the second's, and
+/// the other way round (6 and 7 swap when the key is 1): a copy removed from one generation
+/// by the hash another generation's hasher gave takes the other key's copy.
+const L: u64 = 0x0000_0001_0000_0006;
+
+/// [R1] with new hash keys: an update of `K` (the row is there) races a rebuild whose next
+/// filter hashes with another key; `L` is in the store too. The update inserts a copy into
+/// each filter it finds and, once the store says "updated", removes each copy from its own
+/// generation by the hash it inserted there. Once both are done, and already when the updater
+/// looks after its update, `K` and `L` must be reported. The census asks for the case where a
+/// copy removed by the wrong generation's hash would take `L`'s: the update found the next
+/// filter and the scan had filled it before the update's store write.
+fn update_across_a_rekeyed_rebuild(broken: Broken, census: Census) {
+    let core = core(broken, &[K, L]);
+    // The rows, and whether the rebuild's scan has read them.
+    let store = Arc::new(Mutex::new((vec![K, L], false)));
+    let updater = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            let saw_next = ticket.next.is_some();
+            // The store's write of an existing row: it notes whether the scan read already.
+            let scanned_before = store.lock().unwrap().1;
+            core.end_put(ticket, &Ok::<_, ()>(Written::Updated), |_| true);
+            assert!(
+                core.filter_contains(&K) && core.filter_contains(&L),
+                "an update took a copy of another key"
+            );
+            saw_next && scanned_before
+        })
+    };
+    let rebuilder = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = {
+                let mut store = store.lock().unwrap();
+                store.1 = true;
+                store.0.clone()
+            };
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+        })
+    };
+    let reached = updater.join().unwrap();
+    rebuilder.join().unwrap();
+    census.saw(reached);
+    assert_eq!(
+        core.filter().hasher().0,
+        1,
+        "the rebuild hashes with a new key"
+    );
+    // The control removes by a hash that may find no copy; what it must be caught at is the
+    // other key's copy.
+    if !broken.own_copies_hashed_by_current {
+        assert_eq!(
+            core.stats().missing_copies,
+            0,
+            "an update missed its own copy"
+        );
+    }
+    assert!(
+        core.filter().contains(&K) && core.filter().contains(&L),
+        "an update took a copy of another key"
+    );
+}
+
+#[test]
+fn loom_rebuild_an_update_removes_each_copy_by_its_generations_hash() {
+    explore(
+        "an update that found the next filter after the scan filled it",
+        |census| update_across_a_rekeyed_rebuild(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "an update took a copy of another key")]
+fn loom_rebuild_control_update_removes_by_the_current_filters_hash() {
+    loom::model(|| {
+        update_across_a_rekeyed_rebuild(
+            Broken {
+                own_copies_hashed_by_current: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
+}
+
+/// [R1] [R3] with new hash keys: a create of `K` whose write's outcome is unknown races a
+/// rebuild whose next filter hashes with another key; the write lands after the create
+/// returned (and may land after the scan). The orphan is recorded before the create leaves
+/// the gate, so either the rebuild's orphan drain finds it or the create found the next
+/// filter. `early` asks for a create that missed the next filter and a scan that missed the
+/// write (only the orphan's insert, under the next filter's hasher, covers `K`); `late` for an
+/// orphan recorded after the drain (the final filter holds one copy: the create's own).
+fn orphan_racing_a_rekeyed_rebuild(broken: Broken, early: Census, late: Census) {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let creator = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            let saw_next = ticket.next.is_some();
+            core.end_put(ticket, &Err::<Written, ()>(()), |_| true);
+            store.lock().unwrap().push(K);
+            assert!(
+                core.filter_contains(&K),
+                "a lookup misses an orphaned write's key"
+            );
+            saw_next
+        })
+    };
+    let rebuilder = {
+        let (core, store) = (Arc::clone(&core), Arc::clone(&store));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = store.lock().unwrap().clone();
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+            keys.contains(&K)
+        })
+    };
+    let saw_next = creator.join().unwrap();
+    let scanned = rebuilder.join().unwrap();
+    early.saw(!saw_next && !scanned);
+    late.saw(saw_next && !scanned && core.filter().count(&K) == 1);
+    assert_eq!(
+        core.filter().hasher().0,
+        1,
+        "the rebuild hashes with a new key"
+    );
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses an orphaned write's key"
+    );
+}
+
+#[test]
+fn loom_rebuild_an_orphan_racing_the_drain_is_covered_under_the_new_keys() {
+    let (early, late) = (Census::default(), Census::default());
+    let (e, l) = (early.clone(), late.clone());
+    loom::model(move || orphan_racing_a_rekeyed_rebuild(Broken::default(), e.clone(), l.clone()));
+    early.assert_seen("an orphan that only the drain's insert covers");
+    late.assert_seen("an orphan recorded after the drain");
+}
+
+#[test]
+#[should_panic(expected = "misses an orphaned write's key")]
+fn loom_rebuild_control_orphans_hashed_by_the_current_filter() {
+    loom::model(|| {
+        orphan_racing_a_rekeyed_rebuild(
+            Broken {
+                orphans_hashed_by_current: true,
+                ..Broken::default()
+            },
+            Census::default(),
             Census::default(),
         )
     });

@@ -370,6 +370,12 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
                 orphans
             };
             for orphan in &orphans {
+                #[cfg(cuckoo_loom)]
+                if core.broken.orphans_hashed_by_current {
+                    let hash = self.current.filter.hash_key(orphan);
+                    self.insert(|filter| filter.insert_hash(hash))?;
+                    continue;
+                }
                 self.insert(|filter| filter.insert(orphan))?;
             }
         }
