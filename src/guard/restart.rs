@@ -41,7 +41,11 @@
 //! With a store whose write and seal clearing are one atomic step, linearizable with the
 //! seal write, step 2 is implied: a create whose write did not clear the seal wrote before
 //! `S`, so its filter insert happened before `T`. The wait keeps the argument to the guard's
-//! own gate for stores whose clearing only orders against `S` on the server. A seal stopped
+//! own gate for stores whose clearing only orders against `S` on the server: a write whose
+//! statement reads the seal as it stood before `S`, though `S` has returned to the sealer,
+//! keeps the seal, and only the wait makes its create's filter insert visible to `T` (the
+//! model `loom_seal_server_ordered_clearing_waits_for_in_flight_creates`, whose control
+//! without the wait finds the false negative). A seal stopped
 //! in step 2 (its future dropped) leaves its phase undrained for the next rebuild, as a
 //! stopped rebuild does. The loom models `loom_seal_*` in the core check the steps' order and
 //! the clearing.

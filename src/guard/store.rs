@@ -121,6 +121,12 @@ pub trait Store {
     /// ([`CacheGuard::restore`](super::CacheGuard::restore)), so a store that cannot clear the
     /// seal atomically with each write must leave this `false` (the default): its guards
     /// always scan at restart.
+    ///
+    /// The clearing needs to be ordered against `write_seal` only in the store's own order:
+    /// a write that begins after `write_seal` returned must see and clear the seal, but one
+    /// already under way may read the seal as it stood before (as a PostgreSQL statement
+    /// under READ COMMITTED does) and keep it; the guard's seal waits for the creates in
+    /// flight at its seal write before it takes the snapshot.
     const SEALS: bool = false;
 
     /// The seal the store holds, if any (see [`SEALS`](Self::SEALS)). A seal stored in a

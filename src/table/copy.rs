@@ -181,7 +181,7 @@ impl CopyState {
     }
 
     /// The extras logged and not collected yet.
-    #[cfg(test)]
+    #[cfg(all(test, not(cuckoo_loom)))]
     pub(crate) fn logged_extras(&self) -> usize {
         self.extras
             .lock()

@@ -94,6 +94,10 @@ pub(crate) struct Tables {
     /// Inserts that found a table full and went on to a newer one: counted as failures by
     /// that table's counters, but not failures of the filter.
     full_then_grown: AtomicU64,
+    /// Unique inserts whose put was refused because a table was added after they loaded
+    /// `grown` \[G5\] (for the loom census).
+    #[cfg(all(test, cuckoo_loom))]
+    outgrown: AtomicU64,
 }
 
 impl Tables {
@@ -107,6 +111,8 @@ impl Tables {
             step_shift,
             grow_lock: Mutex::new(()),
             full_then_grown: AtomicU64::new(0),
+            #[cfg(all(test, cuckoo_loom))]
+            outgrown: AtomicU64::new(0),
         }
     }
 
@@ -213,8 +219,14 @@ impl Tables {
     pub(crate) fn remove(&self, hash: u64) -> bool {
         match self.growth_steps() {
             0 => self.base.remove(hash),
-            grown => self.newest_first(grown).any(|t| t.remove(hash)),
+            grown => self.remove_grown(hash, grown).is_some(),
         }
+    }
+
+    /// The table a remove took its copy from (0 for the base), scanning newest first.
+    #[inline]
+    fn remove_grown(&self, hash: u64, grown: usize) -> Option<usize> {
+        (0..=grown).rev().find(|&i| self.table(i).remove(hash))
     }
 
     /// Adds one copy (or, if `unique`, one if none is present) to the newest table, growing
@@ -241,7 +253,11 @@ impl Tables {
             match result {
                 Ok(inserted) => return Ok(inserted),
                 Err(InsertFailure::Contended) => return Err(GrowingInsertFailure::Contended),
-                Err(InsertFailure::Outgrown) => continue,
+                Err(InsertFailure::Outgrown) => {
+                    #[cfg(all(test, cuckoo_loom))]
+                    bump(&self.outgrown);
+                    continue;
+                }
                 Err(InsertFailure::Full) => {
                     grow(self, grown).map_err(GrowingInsertFailure::Full)?;
                     bump(&self.full_then_grown);
@@ -429,6 +445,30 @@ impl Tables {
             0 => self.base.contains(hash).then_some(0),
             grown => self.find_grown(hash, grown),
         }
+    }
+
+    /// Which table a remove took its copy from (`Some(i)`, 0 for the base) or `None`:
+    /// `remove` with a trace, for the loom census.
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn remove_traced(&self, hash: u64) -> Option<usize> {
+        match self.growth_steps() {
+            0 => self.base.remove(hash).then_some(0),
+            grown => self.remove_grown(hash, grown),
+        }
+    }
+
+    /// Unique inserts that retried because a table was added after they loaded `grown`.
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn outgrown_retries(&self) -> u64 {
+        // ORDERING: Relaxed; a statistic read after the model's threads are joined.
+        self.outgrown.load(Ordering::Relaxed)
+    }
+
+    /// Inserts that found a table full and called the growth step.
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn full_then_grown(&self) -> u64 {
+        // ORDERING: Relaxed; a statistic read after the model's threads are joined.
+        self.full_then_grown.load(Ordering::Relaxed)
     }
 }
 

@@ -60,6 +60,14 @@ fn raced_and_validated(t: &Table) -> bool {
     t.counters().read_retries() > 0 && t.counters().read_fallbacks() == 0
 }
 
+/// Whether a writer holds stripe `index` of `t`, loaded by a thread about to call a writer
+/// that takes that stripe: if the only other writer holds it, the two writers' critical
+/// sections met and the stripe lock [W1] [W2] is what ordered them.
+fn other_writer_holds(t: &Table, index: usize) -> bool {
+    // ORDERING: Relaxed; a census probe of the lock bit, orders nothing.
+    stripe::is_locked(t.stripes[index].load(Ordering::Relaxed))
+}
+
 /// Records whether any execution of a model reached a state (a census, loom's litmus style).
 #[derive(Clone, Default)]
 pub(crate) struct Census(std::sync::Arc<Mutex<bool>>);
@@ -405,7 +413,7 @@ fn loom_r3_lookup_survives_a_move_and_its_return() {
 
 /// Keys A and B share fingerprint and buckets. A's copy moves from bucket 1 to bucket 0, where
 /// B's copy is; B is removed at the same time. Exactly A's copy must remain.
-fn remove_races_displacement(locked: bool) {
+fn remove_races_displacement(locked: bool, census: Census) {
     let t = two_buckets();
     let fp = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, fp); // key A
@@ -420,14 +428,18 @@ fn remove_races_displacement(locked: bool) {
         })
     });
     let remover = spawn(&t, move |t| {
-        if locked {
+        let met_the_hop = other_writer_holds(t, 0);
+        let removed = if locked {
             t.remove(probe)
         } else {
             remove_unlocked(t, probe)
-        }
+        };
+        (removed, met_the_hop)
     });
     mover.join().unwrap();
-    assert!(remover.join().unwrap(), "B's copy was there to remove");
+    let (removed, met_the_hop) = remover.join().unwrap();
+    assert!(removed, "B's copy was there to remove");
+    census.saw(met_the_hop);
     assert_eq!(
         t.count(probe),
         1,
@@ -438,13 +450,17 @@ fn remove_races_displacement(locked: bool) {
 
 #[test]
 fn loom_w2_remove_racing_displacement_keeps_the_other_copy() {
-    loom::model(|| remove_races_displacement(true));
+    // The remove arrived while the hop held the pair (its copy in flight), so it waited.
+    explore(
+        "a remove that arrived while the hop held the pair's stripes",
+        |c| remove_races_displacement(true, c),
+    );
 }
 
 #[test]
 #[should_panic(expected = "lost or duplicated fingerprint")]
 fn loom_w2_negative_control_unlocked_remove_loses_a_copy() {
-    loom::model(|| remove_races_displacement(false));
+    loom::model(|| remove_races_displacement(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -503,7 +519,7 @@ fn loom_w3_negative_control_unlocked_insert_loses_a_fingerprint() {
 // [W1]/[W2]: two writers on overlapping buckets.
 // ---------------------------------------------------------------------------------------
 
-fn two_inserts_into_one_bucket(locked: bool) {
+fn two_inserts_into_one_bucket(locked: bool, census: Census) {
     let t = two_buckets();
     let a = t.probe_at(0, fp_linking(0, 1, 2, 1));
     let b = t.probe_at(0, fp_linking(0, 0, 2, 1));
@@ -512,15 +528,20 @@ fn two_inserts_into_one_bucket(locked: bool) {
         "the pairs overlap in bucket 0 only"
     );
     let insert = move |t: &Table, p: Probe| {
-        if locked {
+        // Bucket 0's stripe, which both pairs take.
+        let met_the_other = other_writer_holds(t, 0);
+        let added = if locked {
             t.insert(p, false) == Ok(Inserted::Added)
         } else {
             insert_unlocked(t, p)
-        }
+        };
+        (added, met_the_other)
     };
     let first = spawn(&t, move |t| insert(t, a));
     let second = spawn(&t, move |t| insert(t, b));
-    assert!(first.join().unwrap() && second.join().unwrap());
+    let (first, second) = (first.join().unwrap(), second.join().unwrap());
+    assert!(first.0 && second.0);
+    census.saw(first.1 || second.1);
     assert_eq!(t.count(a), 1, "lost fingerprint: a");
     assert_eq!(t.count(b), 1, "lost fingerprint: b");
     if locked {
@@ -530,32 +551,40 @@ fn two_inserts_into_one_bucket(locked: bool) {
 
 #[test]
 fn loom_w1_two_writers_on_overlapping_buckets_lose_nothing() {
-    loom::model(|| two_inserts_into_one_bucket(true));
+    // One insert arrived while the other held bucket 0's stripe, so it waited.
+    explore(
+        "an insert that arrived while the other held bucket 0's stripe",
+        |c| two_inserts_into_one_bucket(true, c),
+    );
 }
 
 #[test]
 #[should_panic(expected = "lost fingerprint")]
 fn loom_w1_negative_control_unlocked_writers_lose_a_fingerprint() {
-    loom::model(|| two_inserts_into_one_bucket(false));
+    loom::model(|| two_inserts_into_one_bucket(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
 // insert_unique: check and insert under the same locks.
 // ---------------------------------------------------------------------------------------
 
-fn two_unique_inserts_of_one_key(atomic: bool) {
+fn two_unique_inserts_of_one_key(atomic: bool, census: Census) {
     let t = two_buckets();
     let p = t.probe_at(0, fp_linking(0, 1, 2, 1));
     let insert = move |t: &Table| {
-        if atomic {
+        let met_the_other = other_writer_holds(t, 0);
+        let added = if atomic {
             t.insert(p, true) == Ok(Inserted::Added)
         } else {
             insert_unique_check_then_act(t, p)
-        }
+        };
+        (added, met_the_other)
     };
     let first = spawn(&t, insert);
     let second = spawn(&t, insert);
-    let added = [first.join().unwrap(), second.join().unwrap()];
+    let (first, second) = (first.join().unwrap(), second.join().unwrap());
+    census.saw(first.1 || second.1);
+    let added = [first.0, second.0];
     assert_eq!(t.count(p), 1, "insert_unique stored a duplicate");
     assert_eq!(
         added.iter().filter(|&&a| a).count(),
@@ -566,13 +595,17 @@ fn two_unique_inserts_of_one_key(atomic: bool) {
 
 #[test]
 fn loom_insert_unique_adds_one_copy() {
-    loom::model(|| two_unique_inserts_of_one_key(true));
+    // One unique insert arrived while the other held the pair, between its check and its put.
+    explore(
+        "a unique insert that arrived while the other held the pair",
+        |c| two_unique_inserts_of_one_key(true, c),
+    );
 }
 
 #[test]
 #[should_panic(expected = "insert_unique stored a duplicate")]
 fn loom_insert_unique_negative_control_check_then_act_duplicates() {
-    loom::model(|| two_unique_inserts_of_one_key(false));
+    loom::model(|| two_unique_inserts_of_one_key(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -166,6 +166,12 @@ pub(crate) fn unchanged(before: u64, after: u64) -> bool {
     (before ^ after) | (before & VERSION_ONE) == 0
 }
 
+/// Whether a writer holds the lock of this stripe word (for the loom census).
+#[cfg(all(test, cuckoo_loom))]
+pub(crate) fn is_locked(word: u64) -> bool {
+    word & LOCKED != 0
+}
+
 /// The fingerprint count of a stripe word.
 #[inline(always)]
 pub(crate) fn count(word: u64) -> u64 {

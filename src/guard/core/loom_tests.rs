@@ -15,6 +15,7 @@ use loom::thread;
 
 use super::{Broken, GuardCore};
 use crate::guard::{RebuildPolicy, RebuildReason, Written};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::table::loom_tests::{explore, Census};
 use crate::{CuckooFilter, Growth};
 
@@ -658,6 +659,95 @@ fn loom_seal_control_snapshot_taken_before_the_seal() {
 #[should_panic(expected = "false negative")]
 fn loom_seal_control_a_put_that_leaves_the_seal() {
     loom::model(|| create_during_seal(Broken::default(), Clearing::Never, Census::default()));
+}
+
+/// The seal over a store whose clearing orders against the seal write only on the server: as
+/// [`create_during_seal`] with [`Clearing::StatementSnapshot`], but the seal is a Relaxed
+/// atomic beside the keys, a register whose writes and reads are ordered in the store (one
+/// modification order) and carry no happens-before edge to the guard's threads. A write's
+/// statement may read the seal as it stood before a seal write that already returned to the
+/// sealer, and then keeps it. Only the seal's wait at the gate makes such a create's filter
+/// insert visible to the snapshot; a create that enters the gate after the wait's flip reads
+/// the seal through the flip and clears it. The census asks for that case: the seal survived a create
+/// of a stored key whose statement read no seal after the seal write had returned (its
+/// clearing missed a seal already written).
+fn create_during_server_ordered_seal(broken: Broken, census: Census) {
+    let core = core(broken, &[]);
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    // 0: no seal; 1: the seal.
+    let seal = Arc::new(AtomicU64::new(0));
+    // Set once the seal write returned (census only).
+    let sealed = Arc::new(AtomicBool::new(false));
+    let creator = {
+        let (core, keys, seal) = (Arc::clone(&core), Arc::clone(&keys), Arc::clone(&seal));
+        let sealed = Arc::clone(&sealed);
+        thread::spawn(move || {
+            let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
+            // ORDERING: Relaxed; census only, orders nothing.
+            let after_the_seal = sealed.load(Ordering::Relaxed);
+            // ORDERING: Relaxed; the statement's snapshot of the seal, ordered against the
+            // seal write only in the store's modification order.
+            let seen = seal.load(Ordering::Relaxed);
+            keys.lock().unwrap().push(K);
+            if seen != 0 {
+                // ORDERING: Relaxed; the statement's delete of the seal row, as above.
+                seal.store(0, Ordering::Relaxed);
+            }
+            core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
+            seen == 0 && after_the_seal
+        })
+    };
+    let sealer = {
+        let (core, seal) = (Arc::clone(&core), Arc::clone(&seal));
+        thread::spawn(move || {
+            let claim = core.claim().expect("no rebuild runs");
+            core.seal_steps(
+                &claim,
+                || {
+                    // ORDERING: Relaxed; the seal write, ordered on the server only.
+                    seal.store(1, Ordering::Relaxed);
+                    // ORDERING: Relaxed; census only, orders nothing.
+                    sealed.store(true, Ordering::Relaxed);
+                    Ok::<(), ()>(())
+                },
+                |filter| filter.contains(&K),
+            )
+            .expect("the model's seal write cannot fail")
+        })
+    };
+    let missed_a_written_seal = creator.join().unwrap();
+    let snapshot_has_k = sealer.join().unwrap();
+    let keys = keys.lock().unwrap().clone();
+    // ORDERING: Relaxed; read after both threads are joined.
+    if seal.load(Ordering::Relaxed) == 1 {
+        census.saw(keys.contains(&K) && missed_a_written_seal);
+        assert!(
+            snapshot_has_k || !keys.contains(&K),
+            "false negative: the store's seal names a snapshot that misses one of its keys"
+        );
+    }
+}
+
+#[test]
+fn loom_seal_server_ordered_clearing_waits_for_in_flight_creates() {
+    explore(
+        "a seal that survived a create whose statement missed it",
+        |census| create_during_server_ordered_seal(Broken::default(), census),
+    );
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_seal_control_server_ordered_clearing_without_the_wait() {
+    loom::model(|| {
+        create_during_server_ordered_seal(
+            Broken {
+                seal_skips_wait: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 #[test]
