@@ -15,7 +15,7 @@ mod common;
 use std::future::Future;
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,92 +24,7 @@ use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, Written};
 use cuckoo_guard::stores::{PostgresStore, RedisStore};
 use cuckoo_guard::CuckooFilter;
 
-/// A `redis-server` of the test's own.
-struct OwnRedis {
-    port: u16,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl OwnRedis {
-    fn start() -> Option<OwnRedis> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            assert!(
-                std::env::var_os("CG_REQUIRE_SERVERS").is_none(),
-                "redis-server is not installed"
-            );
-            eprintln!("SKIPPED: redis-server is not installed");
-            return None;
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut server = OwnRedis {
-            port,
-            dir: tempfile::tempdir().unwrap(),
-            child: None,
-        };
-        server.launch();
-        Some(server)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn launch(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        wait_for_port(self.port, Path::new("redis-server"));
-    }
-
-    /// SIGKILL: no shutdown, only what the append-only file holds survives.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn wait_for_port(port: u16, what: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{} did not start",
-            what.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::OwnRedis;
 
 /// What a run of traffic saw.
 #[derive(Debug, Default)]
@@ -275,7 +190,7 @@ async fn redis_command(url: &str, command: &mut redis::Cmd) -> redis::RedisResul
 
 #[test]
 fn redis_recovers_when_the_server_kills_its_clients() {
-    let Some(server) = OwnRedis::start() else {
+    let Some(server) = OwnRedis::start(&["--appendonly", "yes", "--appendfsync", "always"]) else {
         return;
     };
     common::runtime().block_on(async {
@@ -299,7 +214,7 @@ fn redis_recovers_when_the_server_kills_its_clients() {
 
 #[test]
 fn redis_recovers_when_the_server_is_killed_and_restarted() {
-    let Some(server) = OwnRedis::start() else {
+    let Some(server) = OwnRedis::start(&["--appendonly", "yes", "--appendfsync", "always"]) else {
         return;
     };
     let server = Arc::new(Mutex::new(server));

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::Make;
+use common::{Make, OwnRedis};
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, GuardError, Written};
 use cuckoo_guard::stores::{RedisStore, RedisStoreError};
 use cuckoo_guard::CuckooFilter;
@@ -259,65 +259,6 @@ fn a_lost_index_entry_is_repaired_by_the_next_write() {
         assert_eq!(score, None, "the stale index entry is gone");
         cleanup(&url, store).await;
     });
-}
-
-/// A `redis-server` of the test's own on a free port, without persistence, killed on drop.
-struct OwnRedis {
-    port: u16,
-    child: std::process::Child,
-}
-
-impl OwnRedis {
-    /// Starts one with the extra `args`, or `None` (after a notice) if `redis-server` is not
-    /// installed.
-    fn start(args: &[&str]) -> Option<OwnRedis> {
-        use std::process::{Command, Stdio};
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            assert!(
-                std::env::var_os("CG_REQUIRE_SERVERS").is_none(),
-                "redis-server is not installed"
-            );
-            eprintln!("SKIPPED: redis-server is not installed");
-            return None;
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "redis-server did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        Some(OwnRedis { port, child })
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A server that may evict the store's keys is refused unless the builder opts in; the

@@ -534,3 +534,86 @@ where
     );
     (checked.load(SeqCst), present)
 }
+
+/// A `redis-server` of the test's own on a free loopback port, with its own data directory,
+/// killed when dropped.
+pub(crate) struct OwnRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+    child: Option<std::process::Child>,
+}
+
+impl OwnRedis {
+    /// Starts one with the extra `args` (saving no snapshots), or `None` (after a notice) if
+    /// `redis-server` is not installed; under `CG_REQUIRE_SERVERS` that fails the test.
+    pub(crate) fn start(args: &[&str]) -> Option<OwnRedis> {
+        if std::process::Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var_os("CG_REQUIRE_SERVERS").is_none(),
+                "redis-server is not installed"
+            );
+            eprintln!("SKIPPED: redis-server is not installed");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = OwnRedis {
+            port,
+            dir: tempfile::tempdir().unwrap(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            child: None,
+        };
+        server.launch();
+        Some(server)
+    }
+
+    /// Its URL.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (again, after [`kill`](Self::kill)) and waits for its port.
+    pub(crate) fn launch(&mut self) {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no shutdown, only what the append-only file (if enabled) holds survives.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
