@@ -21,6 +21,7 @@
 //! | `cuckoo_guard_writes_refused_total{reason}` | counter | `full`, `contended` |
 //! | `cuckoo_guard_growth_steps_total` | counter | [`GuardStats::growth_steps`] |
 //! | `cuckoo_guard_rebuilds_total{outcome}` | counter | `swapped`, `failed` |
+//! | `cuckoo_guard_rebuilds_skipped_total` | counter | [`GuardStats::rebuilds_skipped`]: automatic rebuilds with nowhere to run |
 //! | `cuckoo_guard_observed_false_positive_rate` | gauge | [`GuardStats::observed_false_positive_rate`] |
 //! | `cuckoo_guard_filter_load_factor` | gauge | [`GuardStats::filter_load_factor`] |
 //! | `cuckoo_guard_filter_fingerprints` | gauge | [`GuardStats::filter_len`] |
@@ -137,6 +138,11 @@ pub fn describe() {
         Unit::Count,
         "Rebuilds of the filter from the store, by outcome (swapped, failed)."
     );
+    describe_counter!(
+        "cuckoo_guard_rebuilds_skipped_total",
+        Unit::Count,
+        "Automatic rebuilds the policy asked for that had nowhere to run (no driver, no runtime)."
+    );
     describe_gauge!(
         "cuckoo_guard_observed_false_positive_rate",
         "False positives (store reads and memo hits) over those plus blocked lookups."
@@ -224,6 +230,10 @@ pub fn record(stats: &GuardStats, name: &str) {
         ("cuckoo_guard_store_errors_total", stats.store_errors),
         ("cuckoo_guard_growth_steps_total", stats.growth_steps),
         ("cuckoo_guard_missing_copies_total", stats.missing_copies),
+        (
+            "cuckoo_guard_rebuilds_skipped_total",
+            stats.rebuilds_skipped,
+        ),
     ];
     for (metric, value) in counters {
         counter!(metric, "guard" => guard.clone()).absolute(value);
@@ -365,6 +375,14 @@ mod tests {
         assert_eq!(
             find(MetricKind::Counter, "cuckoo_guard_memo_hits_total", &[]),
             &DebugValue::Counter(stats.memo_hits)
+        );
+        assert_eq!(
+            find(
+                MetricKind::Counter,
+                "cuckoo_guard_rebuilds_skipped_total",
+                &[]
+            ),
+            &DebugValue::Counter(stats.rebuilds_skipped)
         );
         assert_eq!(
             find(MetricKind::Gauge, "cuckoo_guard_memo_entries", &[]),

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use ahash::RandomState;
 
-use super::core::{Admission, CreatesDrain, GuardCore, RebuildClaim, Step, WarmUp};
+use super::core::{seal_async, Admission, GuardCore, RebuildClaim, Step, Triggered, WarmUp};
+use super::driver::{Link, RebuildDriver, Rebuilds};
 use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
 #[cfg(feature = "tokio")]
 use super::periodic::{self, PeriodicSeal, Turn};
@@ -28,9 +29,12 @@ use crate::{snapshot, CuckooFilter};
 /// filter blocks complete without awaiting anything. The futures are `Send` when the store's
 /// are; nothing is held across an `.await` but the store call itself. Clones share one guard.
 ///
-/// Automatic rebuilds (see [`RebuildPolicy`]) run as tokio tasks when the crate's `tokio`
-/// feature is on and the write that triggers one runs inside a tokio runtime; otherwise call
-/// [`rebuild`](Self::rebuild) yourself (the stats show when the filter has grown).
+/// Automatic rebuilds (see [`RebuildPolicy`]) run in the guard's [`RebuildDriver`] if
+/// [`background`](Self::background) made one: a future to spawn on any executor. Without a
+/// driver they run as tokio tasks when the crate's `tokio` feature is on and the write that
+/// triggers one runs inside a tokio runtime. Otherwise they are skipped, counted in
+/// [`GuardStats::rebuilds_skipped`] (and reported once on standard error): call
+/// [`rebuild`](Self::rebuild) yourself then (the stats show when the filter has grown).
 ///
 /// # Examples
 ///
@@ -55,7 +59,9 @@ struct Inner<St: AsyncStore, H> {
     store: St,
     warm_up: WarmUp<St::Cursor>,
     /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
-    spawn: fn(&Arc<Inner<St, H>>, RebuildReason),
+    spawn: fn(&Arc<Inner<St, H>>, Triggered),
+    /// The requests to the guard's [`RebuildDriver`]s, if any.
+    drivers: Link,
 }
 
 impl<St: AsyncStore, H> Clone for AsyncCacheGuard<St, H> {
@@ -118,6 +124,7 @@ where
                 store,
                 warm_up,
                 spawn: spawn_rebuild::<St, H>,
+                drivers: Link::default(),
             }),
         }
     }
@@ -446,9 +453,9 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     }
 
     /// Starts an automatic rebuild in the background, if `trigger` claimed one.
-    fn spawn_rebuild(&self, trigger: Option<RebuildReason>) {
-        if let Some(reason) = trigger {
-            (self.inner.spawn)(&self.inner, reason);
+    fn spawn_rebuild(&self, trigger: Option<Triggered>) {
+        if let Some(trigger) = trigger {
+            (self.inner.spawn)(&self.inner, trigger);
         }
     }
 
@@ -521,31 +528,6 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
 #[cfg(feature = "tokio")]
 const GATE_POLL: Duration = Duration::from_micros(200);
 
-/// The rebuild claim, owned by work that may be dropped before it runs (a seal's file write
-/// on a blocking thread, a spawned rebuild task): released when dropped, unless
-/// [`into_inner`](Self::into_inner) handed it to a `RebuildClaim` first.
-struct HeldClaim<St: AsyncStore, H>(Option<Arc<Inner<St, H>>>);
-
-impl<St: AsyncStore, H> HeldClaim<St, H> {
-    fn new(inner: &Arc<Inner<St, H>>) -> Self {
-        HeldClaim(Some(Arc::clone(inner)))
-    }
-
-    /// The guard, whose claim the caller now adopts.
-    #[cfg(feature = "tokio")]
-    fn into_inner(mut self) -> Option<Arc<Inner<St, H>>> {
-        self.0.take()
-    }
-}
-
-impl<St: AsyncStore, H> Drop for HeldClaim<St, H> {
-    fn drop(&mut self) {
-        if let Some(inner) = self.0.take() {
-            inner.core.rebuilds_release();
-        }
-    }
-}
-
 /// Runs `f`, a file read or write, on tokio's blocking threads if a runtime is running (with
 /// the `tokio` feature), else on the calling thread. A runtime shutting down before the task
 /// ran gives `cancelled()`.
@@ -602,7 +584,7 @@ where
 {
     async fn rebuild(
         &self,
-        claim: RebuildClaim<'_>,
+        claim: RebuildClaim,
         reason: RebuildReason,
     ) -> Result<RebuildReport, GuardError<St::Error>> {
         let mut turn = self.core.begin_rebuild(claim, reason)?;
@@ -720,47 +702,62 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
         if !St::SEALS {
             return Err(GuardError::SealUnsupported);
         }
-        if !self.core().is_ready() {
-            return Err(GuardError::Warming);
-        }
-        // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
-        let claim = loop {
-            if let Some(claim) = self.core().claim() {
-                break claim;
-            }
-            gate_pause().await;
-        };
-        // The steps of `GuardCore::seal_steps`, with the store's and the file's waits awaited.
-        let secret = new_seal_secret().map_err(GuardError::Snapshot)?;
+        let turn = self.core().begin_seal::<St::Error>()?;
+        let secret = Arc::new(new_seal_secret().map_err(GuardError::Snapshot)?);
         let seal = secret.id();
-        self.inner
-            .store
-            .write_seal(&secret)
-            .await
-            .map_err(GuardError::Store)?;
-        let mut drain = CreatesDrain::new(self.core(), &claim);
-        while !drain.poll() {
-            gate_pause().await;
-        }
-        drop(drain);
-        let filter = self.core().filter();
         let path = path.as_ref().to_owned();
-        // The write holds the claim until it ends, also if this future is dropped meanwhile
-        // and the write goes on: no rebuild swaps the filter and no other seal starts until
-        // this file is in place or abandoned.
-        std::mem::forget(claim);
-        let held = HeldClaim::new(&self.inner);
-        let written = blocking(
-            move || {
-                let written = snapshot::write_file(&filter, &path, Some(&secret));
-                drop(held);
-                written
+        let store = &self.inner.store;
+        // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
+        let written = seal_async(
+            turn,
+            || store.write_seal(&secret),
+            gate_pause,
+            |file| {
+                let secret = Arc::clone(&secret);
+                // The write holds the claim until it ends, also if this future is dropped
+                // meanwhile and the write goes on: no rebuild swaps the filter and no other
+                // seal starts until this file is in place or abandoned.
+                blocking(
+                    move || {
+                        file.write(|filter| snapshot::write_file(filter, &path, Some(&*secret)))
+                    },
+                    || Err(shut_down()),
+                )
             },
-            || Err(shut_down()),
         )
         .await
+        .map_err(GuardError::Store)?
         .map_err(GuardError::Snapshot)?;
         Ok(Sealed { seal, written })
+    }
+
+    /// A future that runs the guard's automatic rebuilds, for the caller to spawn on any
+    /// executor (as `tokio_postgres::connect` returns its connection): see [`RebuildDriver`].
+    /// While it exists, automatic rebuilds run in it rather than as tokio tasks, so a guard
+    /// used outside a tokio runtime, or without the `tokio` feature, rebuilds too. Each call
+    /// makes another driver; any of them runs the next rebuild.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// // Any executor's spawn will do; the task ends when the guard is dropped.
+    /// let rebuilds = tokio::spawn(guard.background());
+    /// drop(guard);
+    /// rebuilds.await.unwrap();
+    /// # }
+    /// ```
+    pub fn background(&self) -> RebuildDriver
+    where
+        St: 'static,
+    {
+        let guard: std::sync::Weak<Inner<St, H>> = Arc::downgrade(&self.inner);
+        RebuildDriver::new(&self.inner.drivers.0, guard)
     }
 
     /// As [`CacheGuard::rebuild`](super::CacheGuard::rebuild): rebuilds the filter from the
@@ -786,29 +783,52 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
     }
 }
 
-/// Runs an automatic rebuild as a tokio task if a runtime is running (with the `tokio`
-/// feature); otherwise gives the claim back.
-fn spawn_rebuild<St, H>(inner: &Arc<Inner<St, H>>, reason: RebuildReason)
+/// Hands an automatic rebuild to the guard's [`RebuildDriver`]s if there are any, else runs it
+/// as a tokio task if a runtime is running (with the `tokio` feature); otherwise skips it,
+/// counted.
+fn spawn_rebuild<St, H>(inner: &Arc<Inner<St, H>>, trigger: Triggered)
 where
     St: AsyncStore + 'static,
     H: BuildHasher + Clone + Send + Sync + 'static,
 {
+    let Err(trigger) = inner.drivers.0.offer(trigger) else {
+        return;
+    };
     #[cfg(feature = "tokio")]
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        // Owned by the task from here: a task dropped before it runs gives the claim back.
-        let held = HeldClaim::new(inner);
+        let shared = Arc::clone(inner);
+        // The task owns the claim: a task dropped before it runs drops it.
         runtime.spawn(async move {
-            let Some(shared) = held.into_inner() else {
-                return;
-            };
-            let claim = shared.core.adopt_claim();
             // The outcome is in the stats (`rebuilds`, `rebuilds_failed`, the last error).
-            let _ = shared.rebuild(claim, reason).await;
+            let _ = shared.rebuild(trigger.claim, trigger.reason).await;
         });
         return;
     }
-    let _ = reason;
-    inner.core.rebuilds_release();
+    inner.core.rebuild_skipped(
+        "the AsyncCacheGuard has no RebuildDriver (`background`) and the write ran outside a \
+         tokio runtime or without the `tokio` feature",
+    );
+    drop(trigger);
+}
+
+impl<St, H> Rebuilds for Inner<St, H>
+where
+    St: AsyncStore + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
+    fn run(
+        self: Arc<Self>,
+        trigger: Triggered,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            // The outcome is in the stats (`rebuilds`, `rebuilds_failed`, the last error).
+            let _ = self.rebuild(trigger.claim, trigger.reason).await;
+        })
+    }
+
+    fn skipped(&self, why: &str) {
+        self.core.rebuild_skipped(why);
+    }
 }
 
 impl<St: AsyncStore, H> fmt::Debug for AsyncCacheGuard<St, H> {

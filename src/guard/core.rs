@@ -3,8 +3,8 @@
 //!
 //! Each guard operation is "a decision here, a store call there, a decision here again"; this
 //! module holds the decisions and the counters, the guards hold the store calls. The warm-up's
-//! state machine is in [`warm_up`], the rebuild's in [`rebuild`], the writer gate between
-//! creates and a rebuild's scan in [`gate`].
+//! state machine is in [`warm_up`], the rebuild's in [`rebuild`], the seal's in [`seal`], the
+//! writer gate between creates and a rebuild's scan (or a seal's snapshot) in [`gate`].
 //!
 //! # Filters and generations
 //!
@@ -60,11 +60,13 @@ use crate::{CuckooFilter, InsertError};
 
 mod gate;
 pub(crate) mod rebuild;
+mod seal;
 mod warm_up;
 
 use self::gate::Gate;
-pub(super) use self::rebuild::RebuildClaim;
 use self::rebuild::RebuildLog;
+pub(super) use self::rebuild::{RebuildClaim, Triggered};
+pub(super) use self::seal::{seal_async, seal_blocking};
 pub(super) use self::warm_up::{Step, WarmUp};
 
 const WARMING: u32 = 0;
@@ -331,12 +333,16 @@ pub(crate) struct Broken {
     pub(crate) own_copies_hashed_by_current: bool,
     /// [W3]: no fence between the flip and the rebuild's counter reads.
     pub(crate) flip_unfenced: bool,
-    /// The seal: the snapshot is taken before the seal is written.
+    /// [seal.S4] before [seal.S2]: the snapshot file is written before the seal.
     pub(crate) seal_after_snapshot: bool,
-    /// The seal: a drain dropped before it is done does not record its phase as undrained.
+    /// [seal.I3]: a drain dropped before it is done does not record its phase as undrained.
     pub(crate) seal_drain_forgets: bool,
-    /// The seal: the snapshot follows the seal write without waiting for in-flight creates.
+    /// [seal.S3]: the snapshot follows the seal write without waiting for in-flight creates.
     pub(crate) seal_skips_wait: bool,
+    /// [seal.I4], in the async driver: the seal write is reported as returned once started,
+    /// and awaited only after the file write (its round trip overlapping the drain and the
+    /// file).
+    pub(crate) seal_async_overlaps_the_seal_write: bool,
 }
 
 impl<H> GuardCore<H> {
@@ -366,11 +372,6 @@ impl<H> GuardCore<H> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(orphan);
-    }
-
-    /// Gives back a claim taken by an automatic trigger that could not start its rebuild.
-    pub(super) fn rebuilds_release(&self) {
-        self.rebuilds.release();
     }
 }
 
@@ -518,13 +519,13 @@ impl<H: BuildHasher> GuardCore<H> {
     /// Create step 2: keep the copies for a create; remove them again for an update or a
     /// definite failure; keep them (stale, a false positive at worst) and record an orphan
     /// when the failure may have been applied (rule 4, [R1]). Returns whether an automatic
-    /// rebuild should start.
+    /// rebuild should start (with its claim taken).
     pub(super) fn end_put<E>(
         &self,
         mut ticket: PutTicket<'_, H>,
         result: &Result<Written, E>,
         outcome_unknown: impl FnOnce(&E) -> bool,
-    ) -> Option<super::RebuildReason> {
+    ) -> Option<Triggered> {
         let shard = self.shard();
         match result {
             Ok(Written::Created) => bump(&shard.creates),
@@ -602,13 +603,13 @@ impl<H: BuildHasher> GuardCore<H> {
     /// Delete step 2 (rule 2, [R2]): remove a copy only after the store confirmed a deletion,
     /// only if the warm-up had finished before the delete began, and only from the generation
     /// that was current then if it still is. Every other filter keeps a stale copy. Returns
-    /// whether an automatic rebuild should start.
+    /// whether an automatic rebuild should start (with its claim taken).
     pub(super) fn end_delete<K: Hash + ?Sized, E>(
         &self,
         key: &K,
         ticket: DeleteTicket,
         result: &Result<bool, E>,
-    ) -> Option<super::RebuildReason> {
+    ) -> Option<Triggered> {
         let shard = self.shard();
         match result {
             Ok(true) => {
@@ -661,40 +662,6 @@ impl<H: BuildHasher> GuardCore<H> {
     /// Records how a restored guard started.
     pub(super) fn set_restart(&self, how: String) {
         *self.restart.lock().unwrap_or_else(PoisonError::into_inner) = Some(how);
-    }
-
-    /// The seal's steps under the rebuild claim ([`restart`](super::restart)): `write_seal`
-    /// (S), then a wait until every create that entered the writer gate before has returned
-    /// from its store write, then `snapshot` (T) of the current filter. The wait is the sync
-    /// form of [`CreatesDrain`].
-    pub(super) fn seal_steps<T, E>(
-        &self,
-        claim: &RebuildClaim<'_>,
-        write_seal: impl FnOnce() -> Result<(), E>,
-        snapshot: impl FnOnce(&CuckooFilter<H>) -> T,
-    ) -> Result<T, E> {
-        #[cfg(cuckoo_loom)]
-        if self.broken.seal_after_snapshot {
-            let taken = snapshot(&self.filter());
-            write_seal()?;
-            return Ok(taken);
-        }
-        write_seal()?;
-        #[cfg(cuckoo_loom)]
-        if self.broken.seal_skips_wait {
-            return Ok(snapshot(&self.filter()));
-        }
-        let mut drain = CreatesDrain::new(self, claim);
-        let mut turns = 0u32;
-        while !drain.poll() {
-            turns += 1;
-            if cfg!(cuckoo_loom) || turns < 64 {
-                crate::sync::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        }
-        Ok(snapshot(&self.filter()))
     }
 
     /// Warm-up done: from now on lookups consult the filter.
@@ -756,6 +723,7 @@ impl<H: BuildHasher> GuardCore<H> {
             growth_steps: log.retired_growth_steps + growth_steps as u64,
             rebuilds: log.rebuilds,
             rebuilds_failed: log.failed,
+            rebuilds_skipped: log.skipped,
             rebuilding: log.running,
             last_rebuild: log.last,
             last_rebuild_error: log.last_error,
@@ -879,58 +847,5 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("no room"), "{message}");
-    }
-}
-
-/// The seal's wait for creates in flight, as a poll (the async guard awaits between polls):
-/// flips the writer gate twice and waits for each old phase to drain, which also drains a
-/// phase a stopped rebuild left undrained and leaves the phase where it was. Made only under
-/// the rebuild claim. Dropped before it is done (a dropped future), it leaves its phase
-/// undrained in the rebuild log, as a stopped rebuild does, so the next flip waits for it.
-#[derive(Debug)]
-pub(super) struct CreatesDrain<'c, H> {
-    core: &'c GuardCore<H>,
-    /// Flips still to make.
-    flips: u8,
-    /// The phase being drained.
-    old: Option<usize>,
-}
-
-impl<'c, H> CreatesDrain<'c, H> {
-    pub(super) fn new(core: &'c GuardCore<H>, _claim: &RebuildClaim<'_>) -> Self {
-        CreatesDrain {
-            core,
-            flips: 2,
-            old: None,
-        }
-    }
-
-    /// Whether every create that entered the gate before the first poll has left it.
-    pub(super) fn poll(&mut self) -> bool {
-        loop {
-            match self.old {
-                Some(old) if !self.core.gate.drained(old) => return false,
-                _ if self.flips == 0 => {
-                    self.old = None;
-                    return true;
-                }
-                _ => {
-                    self.old = Some(self.core.gate.flip());
-                    self.flips -= 1;
-                }
-            }
-        }
-    }
-}
-
-impl<H> Drop for CreatesDrain<'_, H> {
-    fn drop(&mut self) {
-        #[cfg(cuckoo_loom)]
-        if self.core.broken.seal_drain_forgets {
-            return;
-        }
-        if let Some(old) = self.old {
-            self.core.rebuilds.leave_undrained(old);
-        }
     }
 }

@@ -60,8 +60,9 @@
 //! them (with headroom), while lookups and writes go on, and swaps it in, which brings back one
 //! table, the design false-positive rate, and drops stale copies. Rebuilds start on their own
 //! by the [`RebuildPolicy`] (the filter grew, its load passed 90%, stale copies passed 10% of
-//! its fingerprints), one at a time, on a background thread ([`CacheGuard`]) or a tokio task
-//! ([`AsyncCacheGuard`] with the `tokio` feature); [`CacheGuard::rebuild`] runs one on demand.
+//! its fingerprints), one at a time, on a background thread ([`CacheGuard`]), or for an
+//! [`AsyncCacheGuard`] in its [`RebuildDriver`] on any executor or else a tokio task (the
+//! `tokio` feature); [`CacheGuard::rebuild`] runs one on demand.
 //! A guard therefore needs no final size: it starts from the filter it is given, grows while
 //! the warm-up loads the store, and is rebuilt to fit.
 //!
@@ -131,6 +132,7 @@
 
 mod async_guard;
 pub(crate) mod core;
+mod driver;
 mod memo;
 mod memory;
 mod periodic;
@@ -144,6 +146,7 @@ use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
 pub use self::core::Admission;
+pub use self::driver::RebuildDriver;
 pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
@@ -353,6 +356,11 @@ pub struct GuardStats {
     pub rebuilds: u64,
     /// Rebuilds that stopped before the swap (a store error, say); the guard kept its filter.
     pub rebuilds_failed: u64,
+    /// Automatic rebuilds the policy asked for that had nowhere to run: an
+    /// [`AsyncCacheGuard`] with no [`RebuildDriver`] written to outside a tokio runtime (or
+    /// without the `tokio` feature), or a rebuild thread the system refused. The first is also
+    /// reported on standard error; after each the trigger waits a second before it asks again.
+    pub rebuilds_skipped: u64,
     /// Whether a rebuild is running.
     pub rebuilding: bool,
     /// The last finished rebuild.

@@ -47,8 +47,9 @@
 //! model `loom_seal_server_ordered_clearing_waits_for_in_flight_creates`, whose control
 //! without the wait finds the false negative). A seal stopped
 //! in step 2 (its future dropped) leaves its phase undrained for the next rebuild, as a
-//! stopped rebuild does. The loom models `loom_seal_*` in the core check the steps' order and
-//! the clearing.
+//! stopped rebuild does. The steps and their order are one state machine in the core (its
+//! `seal` module), which both guards drive, one blocking and one awaiting; the loom models
+//! `loom_seal_*` check the order and the clearing through both drivers.
 //!
 //! # What a snapshot file is trusted for
 //!

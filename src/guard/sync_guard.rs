@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ahash::RandomState;
 
-use super::core::{Admission, GuardCore, RebuildClaim, Step, WarmUp};
+use super::core::{seal_blocking, Admission, GuardCore, RebuildClaim, Step, Triggered, WarmUp};
 use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
 use super::periodic::{self, PeriodicSeal, Turn};
 use super::restart::{self, new_seal_secret, Restart, Sealed};
@@ -51,7 +51,7 @@ struct Inner<St: Store, H> {
     store: St,
     warm_up: WarmUp<St::Cursor>,
     /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
-    spawn: fn(&Arc<Inner<St, H>>, RebuildReason),
+    spawn: fn(&Arc<Inner<St, H>>, Triggered),
 }
 
 impl<St: Store, H> Clone for CacheGuard<St, H> {
@@ -230,30 +230,20 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         if !St::SEALS {
             return Err(GuardError::SealUnsupported);
         }
-        if !self.core().is_ready() {
-            return Err(GuardError::Warming);
-        }
-        // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
-        let claim = loop {
-            if let Some(claim) = self.core().claim() {
-                break claim;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
+        let turn = self.core().begin_seal::<St::Error>()?;
         let secret = new_seal_secret().map_err(GuardError::Snapshot)?;
-        let written = self
-            .core()
-            .seal_steps(
-                &claim,
-                || {
-                    self.inner
-                        .store
-                        .write_seal(&secret)
-                        .map_err(GuardError::Store)
-                },
-                |filter| snapshot::write_file(filter, path.as_ref(), Some(&secret)),
-            )?
-            .map_err(GuardError::Snapshot)?;
+        // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
+        let written = seal_blocking(
+            turn,
+            || {
+                self.inner
+                    .store
+                    .write_seal(&secret)
+                    .map_err(GuardError::Store)
+            },
+            |file| file.write(|filter| snapshot::write_file(filter, path.as_ref(), Some(&secret))),
+        )?
+        .map_err(GuardError::Snapshot)?;
         Ok(Sealed {
             seal: secret.id(),
             written,
@@ -605,9 +595,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     }
 
     /// Starts an automatic rebuild in the background, if `trigger` claimed one.
-    fn spawn_rebuild(&self, trigger: Option<RebuildReason>) {
-        if let Some(reason) = trigger {
-            (self.inner.spawn)(&self.inner, reason);
+    fn spawn_rebuild(&self, trigger: Option<Triggered>) {
+        if let Some(trigger) = trigger {
+            (self.inner.spawn)(&self.inner, trigger);
         }
     }
 
@@ -691,7 +681,7 @@ where
 {
     fn rebuild(
         &self,
-        claim: RebuildClaim<'_>,
+        claim: RebuildClaim,
         reason: RebuildReason,
     ) -> Result<RebuildReport, GuardError<St::Error>> {
         let mut turn = self.core.begin_rebuild(claim, reason)?;
@@ -768,9 +758,9 @@ impl<St: Store, H: BuildHasher + Clone + Send + Sync + 'static> CacheGuard<St, H
     }
 }
 
-/// Runs an automatic rebuild on a thread of its own; gives the claim back if the thread cannot
-/// be spawned.
-fn spawn_rebuild<St, H>(inner: &Arc<Inner<St, H>>, reason: RebuildReason)
+/// Runs an automatic rebuild on a thread of its own, which owns the claim: a thread that
+/// cannot be spawned drops it with its closure.
+fn spawn_rebuild<St, H>(inner: &Arc<Inner<St, H>>, trigger: Triggered)
 where
     St: Store + Send + Sync + 'static,
     St::Cursor: Send,
@@ -780,12 +770,14 @@ where
     let spawned = std::thread::Builder::new()
         .name("cuckoo-guard-rebuild".into())
         .spawn(move || {
-            let claim = shared.core.adopt_claim();
             // The outcome is in the stats (`rebuilds`, `rebuilds_failed`, the last error).
-            let _ = shared.rebuild(claim, reason);
+            let _ = shared.rebuild(trigger.claim, trigger.reason);
         });
-    if spawned.is_err() {
-        inner.core.rebuilds_release();
+    if let Err(error) = spawned {
+        // No error of the write that triggered it: counted, as a skipped rebuild.
+        inner
+            .core
+            .rebuild_skipped(&format!("no thread for the rebuild ({error})"));
     }
 }
 

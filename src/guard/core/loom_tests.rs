@@ -1,4 +1,5 @@
-//! Loom models of the rebuild's hand-off ([R1] to [R3] in the core, [W1] to [W4] in `gate`).
+//! Loom models of the rebuild's hand-off ([R1] to [R3] in the core, [W1] to [W4] in `gate`)
+//! and of the seal ([seal.S1] to [seal.I4] in `seal`), the seal's through both guards' drivers.
 //!
 //! Every actor is a spawned thread; the main thread only sets up, joins and asserts. Each model
 //! has a negative control that breaks one step and must fail. The store is a loom mutex over a
@@ -8,7 +9,9 @@
 //! key, as a guard's rebuilds draw fresh keys: a key's fingerprint differs from one
 //! generation to the next, and two keys that collide in one collide in all.
 
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::task::{Context, Poll};
 
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -564,6 +567,100 @@ fn loom_rebuild_control_flip_without_fence() {
     });
 }
 
+/// How a model's sealer drives the seal: as the sync guard does ([`super::seal_blocking`]) or
+/// as the async guard does ([`super::seal_async`], its future polled on the sealer's thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Driver {
+    Sync,
+    Async,
+}
+
+/// Wakes nothing: [`block_on`] polls again after each yield.
+struct NoWake;
+
+impl std::task::Wake for NoWake {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+fn no_waker() -> std::task::Waker {
+    std::task::Waker::from(std::sync::Arc::new(NoWake))
+}
+
+/// Polls `future` on the calling thread until it is ready, yielding to loom between polls.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let waker = no_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        thread::yield_now();
+    }
+}
+
+/// The async guard's pause between polls of the seal: pending once, as a timer is.
+fn pause() -> impl Future<Output = ()> {
+    let mut waited = false;
+    std::future::poll_fn(move |cx| {
+        if waited {
+            Poll::Ready(())
+        } else {
+            waited = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+}
+
+/// Seals `core` as `driver` does: `write_seal` is the store's seal write, `snapshot` the file
+/// write (it reads the filter it is handed).
+fn seal<T>(
+    core: &Core,
+    driver: Driver,
+    write_seal: impl Fn(),
+    snapshot: impl FnOnce(&CuckooFilter<Keyed>) -> T,
+) -> T {
+    let turn = core.begin_seal::<()>().expect("a warm core seals");
+    let write_seal = &write_seal;
+    match driver {
+        Driver::Sync => super::seal_blocking(
+            turn,
+            || {
+                write_seal();
+                Ok::<(), ()>(())
+            },
+            |file| file.write(snapshot),
+        ),
+        Driver::Async => block_on(super::seal_async(
+            turn,
+            || async move {
+                write_seal();
+                Ok::<(), ()>(())
+            },
+            pause,
+            |file| async move { file.write(snapshot) },
+        )),
+    }
+    .expect("the model's seal write cannot fail")
+}
+
+/// Starts the async guard's seal of `core` and drops its future after one poll; whether it
+/// was still waiting then (stopped in its drain, [seal.I3]).
+fn stop_a_seal(core: &Core) -> bool {
+    let turn = core.begin_seal::<()>().expect("a warm core seals");
+    let future = super::seal_async(
+        turn,
+        || async { Ok::<(), ()>(()) },
+        pause,
+        |file| async move { file.write(|_| ()) },
+    );
+    let waker = no_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut future = Box::pin(future);
+    future.as_mut().poll(&mut cx).is_pending()
+}
+
 /// How the model's store clears the seal when it writes a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Clearing {
@@ -584,7 +681,7 @@ enum Clearing {
 /// Once both are done, a store that still holds the seal must hold no key the snapshot lacks:
 /// that is what a restart trusts. The census asks for the case the seal exists for: the seal
 /// survived and the store holds `K`.
-fn create_during_seal(broken: Broken, clearing: Clearing, census: Census) {
+fn create_during_seal(broken: Broken, clearing: Clearing, driver: Driver, census: Census) {
     let core = core(broken, &[]);
     let store = Arc::new(Mutex::new((Vec::new(), None::<u64>)));
     let creator = {
@@ -609,16 +706,12 @@ fn create_during_seal(broken: Broken, clearing: Clearing, census: Census) {
     let sealer = {
         let (core, store) = (Arc::clone(&core), Arc::clone(&store));
         thread::spawn(move || {
-            let claim = core.claim().expect("no rebuild runs");
-            core.seal_steps(
-                &claim,
-                || {
-                    store.lock().unwrap().1 = Some(1);
-                    Ok::<(), ()>(())
-                },
+            seal(
+                &core,
+                driver,
+                || store.lock().unwrap().1 = Some(1),
                 |filter| filter.contains(&K),
             )
-            .expect("the model's seal write cannot fail")
         })
     };
     creator.join().unwrap();
@@ -636,7 +729,14 @@ fn create_during_seal(broken: Broken, clearing: Clearing, census: Census) {
 #[test]
 fn loom_seal_a_surviving_seal_names_a_snapshot_with_every_key() {
     explore("a seal that survived a create of a stored key", |census| {
-        create_during_seal(Broken::default(), Clearing::Atomic, census)
+        create_during_seal(Broken::default(), Clearing::Atomic, Driver::Sync, census)
+    });
+}
+
+#[test]
+fn loom_seal_async_a_surviving_seal_names_a_snapshot_with_every_key() {
+    explore("a seal that survived a create of a stored key", |census| {
+        create_during_seal(Broken::default(), Clearing::Atomic, Driver::Async, census)
     });
 }
 
@@ -650,6 +750,39 @@ fn loom_seal_control_snapshot_taken_before_the_seal() {
                 ..Broken::default()
             },
             Clearing::Atomic,
+            Driver::Sync,
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_seal_control_seal_after_snapshot_async() {
+    loom::model(|| {
+        create_during_seal(
+            Broken {
+                seal_after_snapshot: true,
+                ..Broken::default()
+            },
+            Clearing::Atomic,
+            Driver::Async,
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_seal_control_seal_async_overlaps_the_seal_write() {
+    loom::model(|| {
+        create_during_seal(
+            Broken {
+                seal_async_overlaps_the_seal_write: true,
+                ..Broken::default()
+            },
+            Clearing::Atomic,
+            Driver::Async,
             Census::default(),
         )
     });
@@ -658,7 +791,14 @@ fn loom_seal_control_snapshot_taken_before_the_seal() {
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_seal_control_a_put_that_leaves_the_seal() {
-    loom::model(|| create_during_seal(Broken::default(), Clearing::Never, Census::default()));
+    loom::model(|| {
+        create_during_seal(
+            Broken::default(),
+            Clearing::Never,
+            Driver::Sync,
+            Census::default(),
+        )
+    });
 }
 
 /// The seal over a store whose clearing orders against the seal write only on the server: as
@@ -671,15 +811,16 @@ fn loom_seal_control_a_put_that_leaves_the_seal() {
 /// the seal through the flip and clears it. The census asks for that case: the seal survived a create
 /// of a stored key whose statement read no seal after the seal write had returned (its
 /// clearing missed a seal already written).
-fn create_during_server_ordered_seal(broken: Broken, census: Census) {
+fn create_during_server_ordered_seal(broken: Broken, driver: Driver, census: Census) {
     let core = core(broken, &[]);
     let keys = Arc::new(Mutex::new(Vec::new()));
     // 0: no seal; 1: the seal.
-    let seal = Arc::new(AtomicU64::new(0));
+    let seal_row = Arc::new(AtomicU64::new(0));
     // Set once the seal write returned (census only).
     let sealed = Arc::new(AtomicBool::new(false));
     let creator = {
-        let (core, keys, seal) = (Arc::clone(&core), Arc::clone(&keys), Arc::clone(&seal));
+        let (core, keys) = (Arc::clone(&core), Arc::clone(&keys));
+        let seal_row = Arc::clone(&seal_row);
         let sealed = Arc::clone(&sealed);
         thread::spawn(move || {
             let ticket = core.begin_put::<_, ()>(&K).expect("room for K");
@@ -687,39 +828,37 @@ fn create_during_server_ordered_seal(broken: Broken, census: Census) {
             let after_the_seal = sealed.load(Ordering::Relaxed);
             // ORDERING: Relaxed; the statement's snapshot of the seal, ordered against the
             // seal write only in the store's modification order.
-            let seen = seal.load(Ordering::Relaxed);
+            let seen = seal_row.load(Ordering::Relaxed);
             keys.lock().unwrap().push(K);
             if seen != 0 {
                 // ORDERING: Relaxed; the statement's delete of the seal row, as above.
-                seal.store(0, Ordering::Relaxed);
+                seal_row.store(0, Ordering::Relaxed);
             }
             core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
             seen == 0 && after_the_seal
         })
     };
     let sealer = {
-        let (core, seal) = (Arc::clone(&core), Arc::clone(&seal));
+        let (core, seal_row) = (Arc::clone(&core), Arc::clone(&seal_row));
         thread::spawn(move || {
-            let claim = core.claim().expect("no rebuild runs");
-            core.seal_steps(
-                &claim,
+            seal(
+                &core,
+                driver,
                 || {
                     // ORDERING: Relaxed; the seal write, ordered on the server only.
-                    seal.store(1, Ordering::Relaxed);
+                    seal_row.store(1, Ordering::Relaxed);
                     // ORDERING: Relaxed; census only, orders nothing.
                     sealed.store(true, Ordering::Relaxed);
-                    Ok::<(), ()>(())
                 },
                 |filter| filter.contains(&K),
             )
-            .expect("the model's seal write cannot fail")
         })
     };
     let missed_a_written_seal = creator.join().unwrap();
     let snapshot_has_k = sealer.join().unwrap();
     let keys = keys.lock().unwrap().clone();
     // ORDERING: Relaxed; read after both threads are joined.
-    if seal.load(Ordering::Relaxed) == 1 {
+    if seal_row.load(Ordering::Relaxed) == 1 {
         census.saw(keys.contains(&K) && missed_a_written_seal);
         assert!(
             snapshot_has_k || !keys.contains(&K),
@@ -732,7 +871,15 @@ fn create_during_server_ordered_seal(broken: Broken, census: Census) {
 fn loom_seal_server_ordered_clearing_waits_for_in_flight_creates() {
     explore(
         "a seal that survived a create whose statement missed it",
-        |census| create_during_server_ordered_seal(Broken::default(), census),
+        |census| create_during_server_ordered_seal(Broken::default(), Driver::Sync, census),
+    );
+}
+
+#[test]
+fn loom_seal_async_server_ordered_clearing_waits_for_in_flight_creates() {
+    explore(
+        "a seal that survived a create whose statement missed it",
+        |census| create_during_server_ordered_seal(Broken::default(), Driver::Async, census),
     );
 }
 
@@ -745,6 +892,22 @@ fn loom_seal_control_server_ordered_clearing_without_the_wait() {
                 seal_skips_wait: true,
                 ..Broken::default()
             },
+            Driver::Sync,
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_seal_control_seal_skips_wait_async() {
+    loom::model(|| {
+        create_during_server_ordered_seal(
+            Broken {
+                seal_skips_wait: true,
+                ..Broken::default()
+            },
+            Driver::Async,
             Census::default(),
         )
     });
@@ -753,7 +916,12 @@ fn loom_seal_control_server_ordered_clearing_without_the_wait() {
 #[test]
 fn loom_seal_read_committed_clearing_keeps_the_snapshot_whole() {
     explore("a seal that survived a put landing after it", |census| {
-        create_during_seal(Broken::default(), Clearing::StatementSnapshot, census)
+        create_during_seal(
+            Broken::default(),
+            Clearing::StatementSnapshot,
+            Driver::Sync,
+            census,
+        )
     });
 }
 
@@ -767,16 +935,19 @@ fn loom_seal_control_read_committed_snapshot_taken_before_the_seal() {
                 ..Broken::default()
             },
             Clearing::StatementSnapshot,
+            Driver::Sync,
             Census::default(),
         )
     });
 }
 
 /// The gate across a stopped rebuild and a stopped seal: a create of `K` races a rebuild
-/// that stops right after its flip (leaving its phase undrained), then a seal whose drain is
-/// polled once and dropped (its first flip goes back to the undrained phase), then a rebuild
-/// that runs to the end. The last scan must not start while a create that missed its next
-/// filter is in flight.
+/// that stops right after its flip (leaving its phase undrained), then an async seal whose
+/// future is polled once and dropped (its drain's first flip goes back to the undrained
+/// phase), then a rebuild that runs to the end. The last scan must not start while a create
+/// that missed its next filter is in flight. Only the async guard's seal can stop in its
+/// drain (the sync one returns once its file is written). The census asks for a create that
+/// missed both next filters and a seal stopped in its drain.
 fn create_across_a_stopped_rebuild_and_a_stopped_seal(broken: Broken, census: Census) {
     let core = core(broken, &[]);
     let store = Arc::new(Mutex::new(Vec::new()));
@@ -796,12 +967,8 @@ fn create_across_a_stopped_rebuild_and_a_stopped_seal(broken: Broken, census: Ce
             let claim = core.claim().expect("the only rebuild");
             let stopped = core.begin_rebuild::<()>(claim, RebuildReason::Requested);
             drop(stopped.expect("a warm core builds its next filter"));
-            let claim = core.claim().expect("the stopped rebuild let go");
-            {
-                let mut drain = super::CreatesDrain::new(&core, &claim);
-                let _ = drain.poll();
-            }
-            drop(claim);
+            // The async guard's seal, its future polled once and dropped.
+            let stopped = stop_a_seal(&core);
             let claim = core.claim().expect("the seal let go");
             let mut turn = core
                 .begin_rebuild::<()>(claim, RebuildReason::Requested)
@@ -813,11 +980,12 @@ fn create_across_a_stopped_rebuild_and_a_stopped_seal(broken: Broken, census: Ce
             turn.load_page::<_, ()>(&keys)
                 .expect("room for the scanned keys");
             turn.finish();
+            stopped
         })
     };
     let saw_next = creator.join().unwrap();
-    rebuilder.join().unwrap();
-    census.saw(!saw_next);
+    let stopped = rebuilder.join().unwrap();
+    census.saw(!saw_next && stopped);
     assert!(
         core.filter().contains(&K),
         "the rebuilt filter misses a key whose create returned"
@@ -826,9 +994,10 @@ fn create_across_a_stopped_rebuild_and_a_stopped_seal(broken: Broken, census: Ce
 
 #[test]
 fn loom_seal_a_stopped_drain_leaves_its_phase_to_the_next_rebuild() {
-    explore("a create that missed both next filters", |census| {
-        create_across_a_stopped_rebuild_and_a_stopped_seal(Broken::default(), census)
-    });
+    explore(
+        "a create that missed both next filters, a seal stopped in its drain",
+        |census| create_across_a_stopped_rebuild_and_a_stopped_seal(Broken::default(), census),
+    );
 }
 
 #[test]

@@ -4,8 +4,12 @@
 //!
 //! # One rebuild at a time, and every flip drained
 //!
-//! A rebuild first *claims* the guard (a flag set by compare-and-swap, released when its turn
-//! drops), so two never overlap and only the claim holder publishes filters. The gate's proof
+//! A rebuild first *claims* the guard (a flag set by compare-and-swap), so two never overlap
+//! and only the claim holder publishes filters. The claim is an owned value, a
+//! [`RebuildClaim`], that clears the flag when it drops: it moves into the thread or task that
+//! runs the rebuild and into a seal's file write, and whatever drops it (a finished or stopped
+//! turn, a task dropped unrun, a thread that could not be spawned, an abandoned file write)
+//! lets the next rebuild start. No path has to give it back by hand. The gate's proof
 //! needs every flip away from a phase to be followed by a drain of that phase before the next
 //! flip back to it. A turn that stops before its drain (a scan error right away, a dropped
 //! future) leaves its phase *undrained* in the log, and the next turn waits for that phase to
@@ -54,6 +58,9 @@ fn rebuild_capacity(len: usize, headroom: f64, min_capacity: usize) -> usize {
 struct Log {
     rebuilds: u64,
     failed: u64,
+    skipped: u64,
+    /// Whether a skip was reported on standard error.
+    skip_reported: bool,
     last: Option<RebuildReport>,
     last_error: Option<String>,
     retired_growth_steps: u64,
@@ -69,6 +76,7 @@ struct Log {
 pub(crate) struct LogSnapshot {
     pub(crate) rebuilds: u64,
     pub(crate) failed: u64,
+    pub(crate) skipped: u64,
     pub(crate) running: bool,
     pub(crate) last: Option<RebuildReport>,
     pub(crate) last_error: Option<String>,
@@ -82,19 +90,29 @@ pub(crate) struct RebuildLog {
     /// The smallest capacity (in keys) a rebuild builds, as far as [`rebuild_capacity`]
     /// bounds it: the first filter's.
     min_capacity: usize,
-    running: AtomicBool,
+    /// The claim flag, shared with the [`RebuildClaim`] that holds it.
+    running: Arc<AtomicBool>,
     /// Stale copies counted in total; the trigger compares the count since the last rebuild.
     stale: AtomicU64,
     log: Mutex<Log>,
 }
 
-/// The right to run the one rebuild; dropping it lets the next start.
+/// The right to run the one rebuild (or seal); dropping it lets the next start. Owned (it
+/// holds the flag by an `Arc`, as tokio's `OwnedSemaphorePermit` holds its semaphore), so it
+/// moves into a rebuild's thread or task and into a seal's file write.
 #[derive(Debug)]
-pub(crate) struct RebuildClaim<'c> {
-    running: &'c AtomicBool,
+pub(crate) struct RebuildClaim {
+    running: Arc<AtomicBool>,
 }
 
-impl Drop for RebuildClaim<'_> {
+impl RebuildClaim {
+    /// Whether this is the claim of `log`'s flag.
+    fn claims(&self, log: &RebuildLog) -> bool {
+        Arc::ptr_eq(&self.running, &log.running)
+    }
+}
+
+impl Drop for RebuildClaim {
     fn drop(&mut self) {
         // ORDERING: Release; pairs with the claim's compare-and-swap, so the next rebuild sees
         // the filters this one published and its log entries.
@@ -107,7 +125,7 @@ impl RebuildLog {
         RebuildLog {
             policy,
             min_capacity,
-            running: AtomicBool::new(false),
+            running: Arc::new(AtomicBool::new(false)),
             stale: AtomicU64::new(0),
             log: Mutex::new(Log {
                 next_id: 1,
@@ -138,21 +156,15 @@ impl RebuildLog {
         self.stale.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Sets the claim flag if no rebuild holds it. A `true` must be followed by exactly one
-    /// [`GuardCore::adopt_claim`] (on the thread or task that runs the rebuild) or
-    /// [`release`](Self::release).
-    pub(crate) fn try_claim(&self) -> bool {
+    /// Sets the claim flag if no rebuild holds it, as the claim that clears it when dropped.
+    fn try_claim(&self) -> Option<RebuildClaim> {
         // ORDERING: Acquire on success; pairs with the Release of the previous claim's drop.
         self.running
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
-    }
-
-    /// Gives back a claim that no rebuild will use (a thread that could not be spawned).
-    pub(crate) fn release(&self) {
-        drop(RebuildClaim {
-            running: &self.running,
-        });
+            .then(|| RebuildClaim {
+                running: Arc::clone(&self.running),
+            })
     }
 
     pub(crate) fn snapshot(&self) -> LogSnapshot {
@@ -160,6 +172,7 @@ impl RebuildLog {
         LogSnapshot {
             rebuilds: log.rebuilds,
             failed: log.failed,
+            skipped: log.skipped,
             // ORDERING: Relaxed; a statistic.
             running: self.running.load(Ordering::Relaxed),
             last: log.last.clone(),
@@ -167,6 +180,13 @@ impl RebuildLog {
             retired_growth_steps: log.retired_growth_steps,
         }
     }
+}
+
+/// An automatic rebuild a write triggered: its claim, taken, and why.
+#[derive(Debug)]
+pub(crate) struct Triggered {
+    pub(crate) claim: RebuildClaim,
+    pub(crate) reason: RebuildReason,
 }
 
 /// Where a turn stands at the gate.
@@ -183,7 +203,7 @@ enum Stage {
 /// A running rebuild: holds the claim, the current and the next generation.
 pub(crate) struct RebuildTurn<'c, H: Send + Sync + 'static> {
     core: &'c GuardCore<H>,
-    _claim: RebuildClaim<'c>,
+    _claim: RebuildClaim,
     current: Arc<Generation<H>>,
     next: Arc<Generation<H>>,
     stage: Stage,
@@ -208,22 +228,14 @@ impl<H: Send + Sync + 'static> std::fmt::Debug for RebuildTurn<'_, H> {
 }
 
 impl<H: BuildHasher> GuardCore<H> {
-    /// Claims the rebuild for a caller of `rebuild`.
-    pub(crate) fn claim(&self) -> Option<RebuildClaim<'_>> {
-        self.rebuilds.try_claim().then(|| self.adopt_claim())
-    }
-
-    /// The claim a successful [`RebuildLog::try_claim`] took, on the thread that runs the
-    /// rebuild.
-    pub(crate) fn adopt_claim(&self) -> RebuildClaim<'_> {
-        RebuildClaim {
-            running: &self.rebuilds.running,
-        }
+    /// Claims the rebuild (for a rebuild or a seal), if none holds it.
+    pub(crate) fn claim(&self) -> Option<RebuildClaim> {
+        self.rebuilds.try_claim()
     }
 
     /// Whether an automatic rebuild should start after a write ([`CHECK_EVERY`]); claims it if
-    /// so (the caller runs it or releases the claim).
-    pub(crate) fn after_write(&self) -> Option<RebuildReason> {
+    /// so. The caller runs it under the claim, hands it on, or drops it (then nothing runs).
+    pub(crate) fn after_write(&self) -> Option<Triggered> {
         let policy = &self.rebuilds.policy;
         // ORDERING: Relaxed; a hint, the claim below decides.
         if !policy.is_automatic()
@@ -260,7 +272,31 @@ impl<H: BuildHasher> GuardCore<H> {
             .lock()
             .not_before
             .is_some_and(|t| Instant::now() < t);
-        (!waiting && self.rebuilds.try_claim()).then_some(reason)
+        if waiting {
+            return None;
+        }
+        let claim = self.rebuilds.try_claim()?;
+        Some(Triggered { claim, reason })
+    }
+
+    /// An automatic rebuild that claimed the guard and has nowhere to run (`why`): counted, and
+    /// reported on standard error the first time. The trigger waits [`FIRST_BACKOFF`] before
+    /// it claims again, so a write does not pay for a claim and a skip each time; called
+    /// before the claim drops where the caller still holds it.
+    pub(crate) fn rebuild_skipped(&self, why: &str) {
+        let first = {
+            let mut log = self.rebuilds.lock();
+            log.skipped += 1;
+            let until = Instant::now() + FIRST_BACKOFF;
+            log.not_before = Some(log.not_before.map_or(until, |t| t.max(until)));
+            !std::mem::replace(&mut log.skip_reported, true)
+        };
+        if first {
+            eprintln!(
+                "cuckoo-guard: an automatic rebuild was skipped: {why}; later skips are counted \
+                 in GuardStats::rebuilds_skipped"
+            );
+        }
     }
 
     /// [W3] The gate's flip (or, in a loom negative control, its unfenced variant).
@@ -275,14 +311,15 @@ impl<H: BuildHasher> GuardCore<H> {
     /// [R3] Starts a rebuild under `claim`: builds the next filter (with fresh hash keys where
     /// the builder made the hasher), publishes it beside the current one and flips the gate
     /// (or first waits for an earlier turn's phase).
-    pub(crate) fn begin_rebuild<'c, E>(
-        &'c self,
-        claim: RebuildClaim<'c>,
+    pub(crate) fn begin_rebuild<E>(
+        &self,
+        claim: RebuildClaim,
         reason: RebuildReason,
-    ) -> Result<RebuildTurn<'c, H>, GuardError<E>>
+    ) -> Result<RebuildTurn<'_, H>, GuardError<E>>
     where
         H: Clone + Send + Sync + 'static,
     {
+        debug_assert!(claim.claims(&self.rebuilds), "a claim of another guard");
         if !self.is_ready() {
             return Err(GuardError::Warming);
         }
