@@ -390,7 +390,7 @@ mod tests {
         ));
     }
 
-    /// Two drivers: the one polled runs the rebuild, the other's waker is not the only one.
+    /// Two drivers wait; the first is dropped: the other runs the rebuild, not counted skipped.
     #[test]
     fn any_of_two_drivers_runs_the_rebuild() {
         let guard = grown_guard();
