@@ -353,7 +353,11 @@ where
     /// this way may or may not have been applied
     /// ([`write_outcome_unknown`](AsyncStore::write_outcome_unknown) says so). The
     /// client-side limit needs the tokio runtime's timer (`enable_time`, or `enable_all`).
-    /// Whole milliseconds count; a limit below 1 ms is taken as 1 ms.
+    /// Whole milliseconds count; a limit below 1 ms is taken as 1 ms. The server's setting
+    /// travels as a startup option (`-c statement_timeout=...`, after the URL's own
+    /// `options`); a pooler that refuses startup options (PgBouncer without
+    /// `ignore_startup_parameters = options`) refuses the connection, and then only `None`
+    /// connects.
     ///
     /// # Examples
     ///
