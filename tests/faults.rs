@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cuckoo_guard::guard::{CacheGuard, GuardError, RebuildPolicy, ScanPage, Store, Written};
+use cuckoo_guard::guard::{
+    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, MemoryStore, RebuildPolicy, ScanPage,
+    Store, Written,
+};
 use cuckoo_guard::stores::SqliteStore;
 use cuckoo_guard::CuckooFilter;
 
@@ -149,6 +152,9 @@ where
             FaultError::Store(e) => S::write_outcome_unknown(e),
         }
     }
+
+    /// Every fault strikes within the call, on the calling thread.
+    const PUT_ENDS_WITH_CALL: bool = S::PUT_ENDS_WITH_CALL;
 }
 
 type Guard = CacheGuard<Faulty<SqliteStore<i64, i64>>>;
@@ -363,4 +369,152 @@ fn ten_percent_of_calls_fail() {
 #[test]
 fn half_the_calls_fail() {
     sweep(0.50);
+}
+
+/// A put whose caller never learns its outcome: the store applies it, then reports an error
+/// that may or may not have been applied (sync), or never answers (async: the future writes
+/// when first polled, then waits forever). `ENDS` is what the store declares: whether its put
+/// can no longer write once the call (the future) has ended, true of this one.
+#[derive(Default)]
+struct Unanswered<const ENDS: bool> {
+    rows: MemoryStore<u64, u64>,
+}
+
+#[derive(Debug)]
+struct NoAnswer;
+
+impl fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no answer")
+    }
+}
+
+impl std::error::Error for NoAnswer {}
+
+impl<const ENDS: bool> Store for Unanswered<ENDS> {
+    type Key = u64;
+    type Value = u64;
+    type Cursor = u64;
+    type Error = NoAnswer;
+
+    fn get(&self, key: &u64) -> Result<Option<u64>, NoAnswer> {
+        Ok(Store::get(&self.rows, key).unwrap_or_else(|never| match never {}))
+    }
+
+    fn put(&self, key: &u64, value: &u64) -> Result<Written, NoAnswer> {
+        let _ = Store::put(&self.rows, key, value);
+        Err(NoAnswer)
+    }
+
+    fn delete(&self, key: &u64) -> Result<bool, NoAnswer> {
+        Ok(Store::delete(&self.rows, key).unwrap_or_else(|never| match never {}))
+    }
+
+    fn scan_keys(
+        &self,
+        cursor: Option<&u64>,
+        limit: usize,
+    ) -> Result<ScanPage<u64, u64>, NoAnswer> {
+        Ok(Store::scan_keys(&self.rows, cursor, limit).unwrap_or_else(|never| match never {}))
+    }
+
+    const PUT_ENDS_WITH_CALL: bool = ENDS;
+}
+
+impl<const ENDS: bool> AsyncStore for Unanswered<ENDS> {
+    type Key = u64;
+    type Value = u64;
+    type Cursor = u64;
+    type Error = NoAnswer;
+
+    async fn get(&self, key: &u64) -> Result<Option<u64>, NoAnswer> {
+        Store::get(self, key)
+    }
+
+    async fn put(&self, key: &u64, value: &u64) -> Result<Written, NoAnswer> {
+        let _ = Store::put(&self.rows, key, value);
+        std::future::pending().await
+    }
+
+    async fn delete(&self, key: &u64) -> Result<bool, NoAnswer> {
+        Store::delete(self, key)
+    }
+
+    async fn scan_keys(
+        &self,
+        cursor: Option<&u64>,
+        limit: usize,
+    ) -> Result<ScanPage<u64, u64>, NoAnswer> {
+        Store::scan_keys(self, cursor, limit)
+    }
+
+    const PUT_ENDS_WITH_FUTURE: bool = ENDS;
+}
+
+/// The orphaned writes of a sync guard over `Unanswered<ENDS>` after three puts, and after a
+/// rebuild; every key must pass the filter after the rebuild.
+fn sync_orphans<const ENDS: bool>() -> (usize, usize) {
+    let guard = CacheGuard::with_policy(
+        CuckooFilter::with_capacity(100),
+        Unanswered::<ENDS>::default(),
+        RebuildPolicy::manual(),
+    );
+    guard.warm_up(10, |_| {}).unwrap();
+    for key in 1..=3 {
+        guard.put(&key, &key).expect_err("the put has no answer");
+    }
+    let before = guard.stats().orphaned_writes;
+    guard.rebuild().unwrap();
+    for key in 1..=3 {
+        assert!(
+            guard.filter().contains(&key),
+            "key {key} lost by the rebuild"
+        );
+    }
+    (before, guard.stats().orphaned_writes)
+}
+
+/// The same for an async guard whose put futures are dropped after the store wrote.
+fn async_orphans<const ENDS: bool>() -> (usize, usize) {
+    common::runtime().block_on(async {
+        let guard = AsyncCacheGuard::with_policy(
+            CuckooFilter::with_capacity(100),
+            Unanswered::<ENDS>::default(),
+            RebuildPolicy::manual(),
+        );
+        guard.warm_up(10, |_| {}).await.unwrap();
+        for key in 1..=3 {
+            let put = guard.put(&key, &key);
+            let answered = tokio::time::timeout(Duration::from_millis(10), put).await;
+            assert!(answered.is_err(), "the put has no answer");
+        }
+        let before = guard.stats().orphaned_writes;
+        guard.rebuild().await.unwrap();
+        for key in 1..=3 {
+            assert!(
+                guard.filter().contains(&key),
+                "key {key} lost by the rebuild"
+            );
+        }
+        (before, guard.stats().orphaned_writes)
+    })
+}
+
+/// A rebuild drops the orphaned writes of a store whose puts end with their call (the
+/// rebuild's scan began after the writes ended and found their keys), and keeps those of a
+/// store that does not say so, whose writes might still land.
+#[test]
+fn a_rebuild_prunes_orphans_only_of_a_store_whose_puts_end_with_the_call() {
+    assert_eq!(
+        sync_orphans::<true>(),
+        (3, 0),
+        "sync, puts end with the call"
+    );
+    assert_eq!(sync_orphans::<false>(), (3, 3), "sync, undeclared");
+    assert_eq!(
+        async_orphans::<true>(),
+        (3, 0),
+        "async, puts end with the future"
+    );
+    assert_eq!(async_orphans::<false>(), (3, 3), "async, undeclared");
 }

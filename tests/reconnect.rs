@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, Written};
-use cuckoo_guard::stores::{PostgresStore, RedisStore};
+use cuckoo_guard::stores::{PostgresStore, PostgresStoreError, RedisStore};
 use cuckoo_guard::CuckooFilter;
 
 use common::OwnRedis;
@@ -380,6 +380,53 @@ impl OwnPostgres {
     }
 }
 
+impl OwnPostgres {
+    /// Sends `signal` (`STOP`, `CONT`) to the postmaster, then to its children (the
+    /// backends of every connection among them).
+    fn signal(&self, signal: &str) -> bool {
+        let Ok(pid_file) = std::fs::read_to_string(self.dir.path().join("data/postmaster.pid"))
+        else {
+            return false;
+        };
+        let pid = pid_file
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        let postmaster = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .is_ok_and(|status| status.success());
+        // No children is no error (exit status 1).
+        let children = Command::new("pkill")
+            .args([&format!("-{signal}"), "-P", &pid])
+            .status()
+            .is_ok_and(|status| status.code().is_some_and(|code| code <= 1));
+        postmaster && children
+    }
+
+    /// Stops every process of the cluster (`SIGSTOP`): connections stay open, nothing
+    /// answers. The cluster resumes (`SIGCONT`) when the returned value drops, a panic
+    /// included.
+    fn stop_answering(&self) -> Resume<'_> {
+        assert!(self.signal("STOP"), "cannot stop the cluster's processes");
+        Resume(self)
+    }
+}
+
+/// Resumes a stopped cluster when dropped.
+struct Resume<'c>(&'c OwnPostgres);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        let resumed = self.0.signal("CONT");
+        if !std::thread::panicking() {
+            assert!(resumed, "cannot resume the cluster's processes");
+        }
+    }
+}
+
 impl Drop for OwnPostgres {
     fn drop(&mut self) {
         let _ = self
@@ -417,4 +464,98 @@ fn postgres_recovers_when_the_server_crashes_and_restarts() {
         .await;
         assert!(recovery < Duration::from_secs(2), "{recovery:?}");
     });
+}
+
+/// A server that stops answering without closing its connections (every process of the
+/// test's own cluster stopped with `SIGSTOP`) would hold a call until TCP gives up, minutes
+/// later. With a statement timeout, a put on an open connection fails with the timeout error
+/// within the timeout plus the connect timeout, and counts as an unknown outcome; the next
+/// call fails within a bound too; once the server resumes, the store works again. Each call
+/// is bounded by the test (`STALLED`), so a store without the timeout fails the test.
+#[test]
+fn postgres_calls_time_out_while_the_server_is_stopped() {
+    const STALLED: Duration = Duration::from_secs(20);
+    let Some(cluster) = OwnPostgres::start() else {
+        return;
+    };
+    let watchdog = common::Stop::new("calls to a stopped PostgreSQL", Duration::from_secs(120));
+    common::runtime().block_on(async {
+        let store = PostgresStore::<i64, i64>::builder(cluster.url())
+            .table("stopped")
+            .create_table_if_missing(true)
+            .statement_timeout(Some(Duration::from_secs(1)))
+            .connect()
+            .await
+            .unwrap();
+        assert_eq!(store.put(&1, &1).await.unwrap(), Written::Created);
+
+        let resume = cluster.stop_answering();
+        // The put takes the pool's idle connection, open but unanswered.
+        let started = Instant::now();
+        let error = tokio::time::timeout(STALLED, store.put(&2, &2))
+            .await
+            .unwrap_or_else(|_| panic!("a put to a stopped server stalled for {STALLED:?}"))
+            .expect_err("the server is stopped");
+        let waited = started.elapsed();
+        println!("put while stopped: {error} (after {waited:?})");
+        assert!(
+            matches!(
+                error,
+                PostgresStoreError::Timeout {
+                    operation: "put",
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("timed out"), "{error}");
+        assert!(
+            <PostgresStore<i64, i64> as AsyncStore>::write_outcome_unknown(&error),
+            "a timed-out put may still land"
+        );
+        assert!(
+            waited >= Duration::from_secs(1) && waited < Duration::from_secs(6),
+            "{waited:?}"
+        );
+        // The pool was cleared: the next call needs a new connection, which a stopped
+        // server does not complete either.
+        let started = Instant::now();
+        let error = tokio::time::timeout(STALLED, store.get(&1))
+            .await
+            .unwrap_or_else(|_| panic!("a get to a stopped server stalled for {STALLED:?}"))
+            .expect_err("the server is stopped");
+        let waited = started.elapsed();
+        println!("get while stopped: {error} (after {waited:?})");
+        assert!(
+            matches!(
+                error,
+                PostgresStoreError::Timeout { .. }
+                    | PostgresStoreError::ConnectTimeout
+                    | PostgresStoreError::Unavailable { .. }
+            ),
+            "{error:?}"
+        );
+        assert!(waited < Duration::from_secs(6), "{waited:?}");
+
+        drop(resume);
+        let resumed = Instant::now();
+        loop {
+            match tokio::time::timeout(STALLED, store.get(&1)).await {
+                Ok(Ok(value)) => {
+                    assert_eq!(value, Some(1));
+                    break;
+                }
+                Ok(Err(error)) if resumed.elapsed() < Duration::from_secs(10) => {
+                    println!("after resuming: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(Err(error)) => panic!("the store does not recover: {error}"),
+                Err(_) => panic!("a get to a resumed server stalled for {STALLED:?}"),
+            }
+        }
+        println!("recovered {:?} after resuming", resumed.elapsed());
+        assert_eq!(store.put(&3, &3).await.unwrap(), Written::Created);
+        assert_eq!(store.get(&3).await.unwrap(), Some(3));
+    });
+    drop(watchdog);
 }

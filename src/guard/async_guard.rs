@@ -360,12 +360,17 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     where
         St::Key: Clone + 'static,
     {
-        let ticket = self.core().begin_put(key)?;
+        let ticket = self
+            .core()
+            .begin_put(key)?
+            .write_ends_with_call(St::PUT_ENDS_WITH_FUTURE);
         // Clears the key's memo entry before the store write.
         let memo = self.inner.memo.begin_write(key);
         // If this future is dropped while the store call runs, the ticket's drop keeps the
         // copies and records the key as an orphan, and the memo write's drop disables the
-        // key's memo slot: the write may still land (rule 4, [R1]).
+        // key's memo slot: the write may still land (rule 4, [R1]). The store's future, a
+        // temporary of the statement below, drops before these locals: the orphan's write
+        // has ended by then if the store's put ends with its future.
         let result = self.inner.store.put(key, value).await;
         memo.end(match &result {
             Ok(_) => true,

@@ -24,8 +24,13 @@
 //!   published, each by the hash it inserted there; then it leaves the gate. A write whose
 //!   outcome is unknown, or that never returned (a dropped future, a panic), keeps its copies
 //!   and records the key itself as an *orphan*: the write may land at any later time, after
-//!   some rebuild's scan passed its key, so every rebuild inserts the orphans into its next
-//!   filter, hashed by that filter's hasher.
+//!   some rebuild's scan passed its key, so a rebuild inserts the orphans into its next
+//!   filter, hashed by that filter's hasher. An orphan notes whether its write had *ended*
+//!   when it was recorded: could no longer change the store, because the store declares that
+//!   a put ends with its call ([`Store::PUT_ENDS_WITH_CALL`](super::Store::PUT_ENDS_WITH_CALL),
+//!   [`AsyncStore::PUT_ENDS_WITH_FUTURE`](super::AsyncStore::PUT_ENDS_WITH_FUTURE)) and the
+//!   call had returned or unwound (or its future completed or was dropped). Whether a write
+//!   ends with its call is the store's to say: a store that says nothing keeps its orphans.
 //! - **[R2] A delete** notes the current generation before its store delete. After the store
 //!   confirmed, it removes a copy only from that generation and only if it is still current:
 //!   a filter whose scan had not finished when the delete began may never have received the
@@ -35,10 +40,20 @@
 //!   made the current one's hasher (a caller's hasher is kept), so a file or a leak of one
 //!   generation's keys says nothing about the next. It publishes the next filter (`SeqCst`),
 //!   flips the gate and waits until
-//!   every create that loaded the filters without the next one has left; then it inserts the
-//!   orphans, scans the store into the next filter and publishes it as the current one
-//!   (`SeqCst`), alone. A rebuild that stops before (a store error, a full filter, a dropped
-//!   future) publishes the current filter alone again.
+//!   every create that loaded the filters without the next one has left; then it takes the
+//!   orphans, *prunes* those whose write had ended and inserts the others, scans the store
+//!   into the next filter and publishes it as the current one (`SeqCst`), alone. A rebuild
+//!   that stops before (a store error, a full filter, a dropped future) publishes the current
+//!   filter alone again.
+//!
+//!   Pruning: an orphan this rebuild takes was recorded before it took the list (one lock),
+//!   so an ended write ended before this scan and every later one begins; each of them finds
+//!   the key if the write left it in the store. Every filter published as current after the
+//!   orphan's create began either holds the key's copy (the create's own, or a rebuild's
+//!   insert of the still-listed orphan) or was filled by a scan that began after the write
+//!   ended; a stopped rebuild republishes a filter of the first kind or of the second. An
+//!   orphan whose write had not ended stays listed for good: its write may land after any
+//!   scan.
 //!
 //! A key whose create returned before a lookup began is in the filter the lookup asks: the
 //! create inserted into the current filter it loaded, and into the next if there was one. If
@@ -177,6 +192,14 @@ impl fmt::Debug for Orphan {
     }
 }
 
+/// An orphan as the guard lists it ([R1]): the key, and whether its write had ended (could
+/// no longer change the store) when it was recorded, which makes it prunable ([R3]).
+#[derive(Debug, Clone)]
+pub(super) struct Recorded {
+    pub(super) orphan: Orphan,
+    pub(super) write_ended: bool,
+}
+
 /// Taken before a store delete: whether the warm-up had finished when the delete began, and
 /// the generation then current ([R2]).
 #[derive(Debug, Clone, Copy)]
@@ -220,9 +243,21 @@ pub(super) struct PutTicket<'c, H> {
     next: Option<(u64, u64)>,
     orphan: Orphan,
     ended: bool,
+    /// The store's word that its put can no longer write once the call has returned or
+    /// unwound ([R1]).
+    write_ends_with_call: bool,
 }
 
 impl<H> PutTicket<'_, H> {
+    /// Notes whether the store's put can no longer write once its call has ended
+    /// ([`Store::PUT_ENDS_WITH_CALL`](super::Store::PUT_ENDS_WITH_CALL), or
+    /// [`AsyncStore::PUT_ENDS_WITH_FUTURE`](super::AsyncStore::PUT_ENDS_WITH_FUTURE) for a
+    /// put future that completed or was dropped): an orphan it records is then prunable.
+    pub(super) fn write_ends_with_call(mut self, ends: bool) -> Self {
+        self.write_ends_with_call = ends;
+        self
+    }
+
     /// The key's hash in generation `id`, if the create inserted into it.
     fn hash_in(&self, id: u64) -> Option<u64> {
         [Some(self.current), self.next]
@@ -251,7 +286,11 @@ impl<H> Drop for PutTicket<'_, H> {
         }
         if !self.ended {
             self.core.stale_copy();
-            self.core.record_orphan(self.orphan.clone());
+            // A put that never returned: with a store whose put ends with its call, the call
+            // has unwound or its future was dropped before this ticket (a local declared
+            // before the call), so its write has ended.
+            self.core
+                .record_orphan(self.orphan.clone(), self.write_ends_with_call);
         }
         // The fields drop next: `seat` leaves the gate, after the orphan is recorded.
     }
@@ -293,7 +332,7 @@ pub(super) struct GuardCore<H> {
     gate: Gate,
     state: AtomicU32,
     shards: Sharded<Shard>,
-    orphans: Mutex<Vec<Orphan>>,
+    orphans: Mutex<Vec<Recorded>>,
     rebuilds: RebuildLog,
     /// How a restored guard started ([`GuardStats::restart`]).
     restart: Mutex<Option<String>>,
@@ -325,6 +364,8 @@ pub(crate) struct Broken {
     pub(crate) orphan_after_leave: bool,
     /// [R3]: a rebuild does not insert the orphans into its next filter.
     pub(crate) orphans_skipped: bool,
+    /// [R3]: a rebuild prunes every orphan, those whose write may still land included.
+    pub(crate) unsettled_orphans_pruned: bool,
     /// [R3]: a rebuild inserts each orphan into its next filter by the hash the current
     /// filter's hasher gives it (an orphan kept as a hash).
     pub(crate) orphans_hashed_by_current: bool,
@@ -367,11 +408,14 @@ impl<H> GuardCore<H> {
         self.rebuilds.add_stale(1);
     }
 
-    fn record_orphan(&self, orphan: Orphan) {
+    fn record_orphan(&self, orphan: Orphan, write_ended: bool) {
         self.orphans
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(orphan);
+            .push(Recorded {
+                orphan,
+                write_ended,
+            });
     }
 }
 
@@ -479,6 +523,7 @@ impl<H: BuildHasher> GuardCore<H> {
             next: None,
             orphan,
             ended: true,
+            write_ends_with_call: false,
         };
         let inserted = filters.current.filter.insert_hash(hash).and_then(|()| {
             let Some(next) = &filters.next else {
@@ -537,7 +582,9 @@ impl<H: BuildHasher> GuardCore<H> {
                 bump(&shard.store_errors);
                 if outcome_unknown(error) {
                     self.stale_copy();
-                    self.record_orphan(ticket.orphan.clone());
+                    // The call returned: with a store whose put ends with its call, the
+                    // write has ended.
+                    self.record_orphan(ticket.orphan.clone(), ticket.write_ends_with_call);
                 } else {
                     self.remove_own_copies(&ticket);
                 }
@@ -738,6 +785,9 @@ impl<H: BuildHasher> GuardCore<H> {
 
 #[cfg(all(test, cuckoo_loom))]
 mod loom_tests;
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_orphan_tests;
 
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests {

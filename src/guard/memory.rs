@@ -171,6 +171,9 @@ impl<K: Ord + Hash + Clone + Send, V: Clone> Store for MemoryStore<K, V> {
         false
     }
 
+    /// Writes under the map's lock, within the call.
+    const PUT_ENDS_WITH_CALL: bool = true;
+
     const SEALS: bool = true;
 
     fn read_seal(&self) -> Result<Option<SealSecret>, Infallible> {
@@ -216,6 +219,9 @@ where
     fn write_outcome_unknown(_: &Infallible) -> bool {
         false
     }
+
+    /// Writes within the first poll, under the map's lock.
+    const PUT_ENDS_WITH_FUTURE: bool = true;
 
     const SEALS: bool = true;
 

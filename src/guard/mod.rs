@@ -71,7 +71,10 @@
 //! write, the scan waits for every create that began before the new filter was published (the
 //! *writer gate*), a delete removes only from the filter that was complete when it began, and a
 //! write whose outcome is unknown is remembered ([`GuardStats::orphaned_writes`]) and inserted
-//! into every later rebuild, since it may still land after some scan. A rebuild that fails
+//! into every later rebuild, since it may still land after some scan, until a rebuild begins
+//! after it can no longer land: for a store whose put ends with its call
+//! ([`Store::PUT_ENDS_WITH_CALL`], [`AsyncStore::PUT_ENDS_WITH_FUTURE`]), the next rebuild
+//! forgets it, and its scan finds the key if the write landed. A rebuild that fails
 //! (a store error, say) leaves the current filter in place ([`GuardStats::rebuilds_failed`],
 //! [`GuardStats::last_rebuild_error`]); an automatic one is retried after a pause.
 //!
@@ -333,7 +336,9 @@ pub struct GuardStats {
     pub missing_copies: u64,
     /// Writes whose outcome is unknown (a store error that may have been applied, a dropped
     /// future, a panic): such a write may land at any later time, so every rebuild inserts
-    /// their keys (8 bytes each, kept for the guard's life) into its new filter.
+    /// their keys (8 bytes each) into its new filter. For a store whose put ends with its
+    /// call ([`Store::PUT_ENDS_WITH_CALL`], [`AsyncStore::PUT_ENDS_WITH_FUTURE`]) the next
+    /// rebuild drops them instead; other stores keep them for the guard's life.
     pub orphaned_writes: usize,
     /// Whether the guard is still warming up (passing every lookup to the store).
     pub warming: bool,

@@ -113,6 +113,30 @@ pub trait Store {
         true
     }
 
+    /// Whether a `put` can no longer change the store once its call has ended, returned
+    /// (whatever it returned) or unwound: it writes on the calling thread, within the call,
+    /// and leaves nothing behind that could still apply the write (no other thread, queue or
+    /// server holding it, no transaction left open that a later call could commit).
+    ///
+    /// A guard records a put whose outcome it cannot know (an error
+    /// [`write_outcome_unknown`](Self::write_outcome_unknown) says may have been applied, a
+    /// panic) as an orphaned write ([`GuardStats::orphaned_writes`](super::GuardStats)) and
+    /// inserts its key into the filter of every rebuild, since the write might land after the
+    /// rebuild's scan passed the key. When this is `true`, the next rebuild drops the orphan
+    /// instead: its scan begins after the call ended, so it finds the key if the write left
+    /// it in the store. The default, `false`, is always safe: the guard keeps its orphans
+    /// (and their filter copies) for good.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{MemoryStore, Store};
+    ///
+    /// // A memory store writes inside the call, under its lock.
+    /// assert!(<MemoryStore<u8, u8> as Store>::PUT_ENDS_WITH_CALL);
+    /// ```
+    const PUT_ENDS_WITH_CALL: bool = false;
+
     /// Whether this store keeps a *seal*: a small value stored beside its rows that names the
     /// snapshot a guard wrote, which [`read_seal`](Self::read_seal) returns,
     /// [`write_seal`](Self::write_seal) sets, and **every `put` and `delete` clears in the same
@@ -217,6 +241,29 @@ pub trait AsyncStore: Send + Sync {
         true
     }
 
+    /// Whether a `put` can no longer change the store once its future has completed or been
+    /// dropped (or panicked): the future makes its write while it is polled and leaves
+    /// nothing behind, as [`Store::PUT_ENDS_WITH_CALL`] asks of a call. A guard then drops an
+    /// orphaned write at its next rebuild ([`Store::PUT_ENDS_WITH_CALL`] says why that is
+    /// safe).
+    ///
+    /// Leave it `false` (the default, always safe) for a store whose write outlives its
+    /// future: a statement sent to a server keeps running after the client drops the
+    /// future, a command queued on a multiplexed connection may still be sent, and a call
+    /// handed to another thread (`spawn_blocking`) runs to its end whatever happens to the
+    /// future. An adapter running a [`Store`] on another thread must not copy the store's
+    /// [`PUT_ENDS_WITH_CALL`](Store::PUT_ENDS_WITH_CALL) here.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncStore, MemoryStore};
+    ///
+    /// // A memory store's put future writes when first polled, under its lock.
+    /// assert!(<MemoryStore<u8, u8> as AsyncStore>::PUT_ENDS_WITH_FUTURE);
+    /// ```
+    const PUT_ENDS_WITH_FUTURE: bool = false;
+
     /// As [`Store::SEALS`]: every `put` and `delete` clears the seal in the same atomic step
     /// as its write, or this stays `false`.
     const SEALS: bool = false;
@@ -286,6 +333,8 @@ impl<S: AsyncStore + ?Sized> AsyncStore for std::sync::Arc<S> {
         S::write_outcome_unknown(error)
     }
 
+    const PUT_ENDS_WITH_FUTURE: bool = S::PUT_ENDS_WITH_FUTURE;
+
     const SEALS: bool = S::SEALS;
 
     fn read_seal(&self) -> impl Future<Output = Result<Option<SealSecret>, Self::Error>> + Send {
@@ -344,6 +393,8 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn write_outcome_unknown(error: &Self::Error) -> bool {
         S::write_outcome_unknown(error)
     }
+
+    const PUT_ENDS_WITH_CALL: bool = S::PUT_ENDS_WITH_CALL;
 
     const SEALS: bool = S::SEALS;
 

@@ -495,7 +495,10 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     where
         St::Key: Clone + Send + Sync + 'static,
     {
-        let ticket = self.core().begin_put(key)?;
+        let ticket = self
+            .core()
+            .begin_put(key)?
+            .write_ends_with_call(St::PUT_ENDS_WITH_CALL);
         // Clears the key's memo entry before the store write; if the store panics, its drop
         // disables the key's memo slot (the write may have landed).
         let memo = self.inner.memo.begin_write(key);

@@ -56,6 +56,16 @@ pub enum PostgresStoreError {
     },
     /// No connection could be opened or taken from the pool in time; nothing was sent.
     ConnectTimeout,
+    /// The call had no answer within its time (the statement timeout plus the connect
+    /// timeout, see [`PostgresStoreBuilder::statement_timeout`]): the server stopped
+    /// answering without closing the connection. A write may or may not have been applied,
+    /// and may still be, if the server resumes.
+    Timeout {
+        /// What the store was doing.
+        operation: &'static str,
+        /// How long the call waited.
+        after: Duration,
+    },
     /// A statement failed. If the server reported the error, the statement was not applied;
     /// if the connection failed, a write may or may not have been.
     Query {
@@ -90,6 +100,11 @@ impl fmt::Display for PostgresStoreError {
             PostgresStoreError::ConnectTimeout => {
                 write!(f, "cannot connect to PostgreSQL: timed out")
             }
+            PostgresStoreError::Timeout { operation, after } => write!(
+                f,
+                "PostgreSQL {operation} timed out: no answer from the server within {} ms",
+                after.as_millis()
+            ),
             PostgresStoreError::Query { operation, source } => {
                 write!(f, "PostgreSQL {operation} failed: {}", Detail(source))
             }
@@ -244,7 +259,8 @@ impl Backoff {
 
 /// Whether `error` says the connection broke rather than the statement failed on the server:
 /// the client saw it close, or the server is shutting the session down (SQL state class 57,
-/// operator intervention, or 08, connection exception).
+/// operator intervention, or 08, connection exception). A statement the server cancelled
+/// (57014: its `statement_timeout`, a cancel request) leaves the connection as it was.
 fn connection_broke(error: &tokio_postgres::Error) -> bool {
     if error.is_closed() {
         return true;
@@ -252,7 +268,7 @@ fn connection_broke(error: &tokio_postgres::Error) -> bool {
     match error.code() {
         Some(code) => {
             let code = code.code();
-            code.starts_with("57") || code.starts_with("08")
+            (code.starts_with("57") && code != "57014") || code.starts_with("08")
         }
         None => error.as_db_error().is_none(),
     }
@@ -284,6 +300,7 @@ pub struct PostgresStoreBuilder<K, V> {
     value_column: String,
     create: bool,
     connections: usize,
+    statement_timeout: Option<Duration>,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -324,6 +341,35 @@ where
     /// are opened as calls need them.
     pub fn connections(mut self, n: usize) -> Self {
         self.connections = n.max(1);
+        self
+    }
+
+    /// How long one statement may run (default 10 s; `None`: no limit). Each connection
+    /// sets the server's `statement_timeout` to it, so the server cancels a statement that
+    /// runs longer (a definite failure: the statement is rolled back). A server that stops
+    /// answering altogether (stopped, or cut off without the connection closing) enforces
+    /// nothing, so each call also gives up on its own after the statement timeout plus the
+    /// connect timeout (2 s), with [`PostgresStoreError::Timeout`]; a write that timed out
+    /// this way may or may not have been applied
+    /// ([`write_outcome_unknown`](AsyncStore::write_outcome_unknown) says so). The
+    /// client-side limit needs the tokio runtime's timer (`enable_time`, or `enable_all`).
+    /// Whole milliseconds count; a limit below 1 ms is taken as 1 ms. The server's setting
+    /// travels as a startup option (`-c statement_timeout=...`, after the URL's own
+    /// `options`); a pooler that refuses startup options (PgBouncer without
+    /// `ignore_startup_parameters = options`) refuses the connection, and then only `None`
+    /// connects.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cuckoo_guard::stores::PostgresStore;
+    ///
+    /// let builder = PostgresStore::<i64, String>::builder("postgres://postgres@127.0.0.1/test")
+    ///     .statement_timeout(Some(Duration::from_secs(2)));
+    /// ```
+    pub fn statement_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.statement_timeout = timeout.map(|t| t.max(Duration::from_millis(1)));
         self
     }
 
@@ -455,6 +501,15 @@ where
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        if let Some(timeout) = self.statement_timeout {
+            // Appended to the URL's own options: a later `-c` of one setting wins.
+            let options = format!(
+                "{} -c statement_timeout={}",
+                config.get_options().unwrap_or_default(),
+                timeout.as_millis()
+            );
+            config.options(options.trim_start());
+        }
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -475,6 +530,7 @@ where
             backoff: Backoff::default(),
             table: self.table.clone(),
             connections: self.connections,
+            call_limit: self.statement_timeout.map(|t| t + CONNECT_TIMEOUT),
             _types: PhantomData,
         };
         let first = store.client().await?;
@@ -563,6 +619,9 @@ async fn seals_table_exists(client: &Client, table: &Resolved) -> Result<bool, P
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long one statement may run unless the builder says otherwise.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// An [`AsyncStore`] over one PostgreSQL table.
 ///
 /// `put` is one `INSERT ... ON CONFLICT (key) DO UPDATE ... RETURNING (xmax = 0)`, which
@@ -602,6 +661,23 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 ///   [`PostgresStoreError::Unavailable`] instead of each trying to connect: after a failed
 ///   connection attempt the store waits 50 ms before the next, doubling up to 1 s, and one
 ///   connection that succeeds ends the wait. Each attempt gives up after 2 s.
+/// - A server that stops answering without closing its connections (a stopped process, a
+///   network cut off) would hold a call until TCP gives up, minutes later. The
+///   [statement timeout](PostgresStoreBuilder::statement_timeout) bounds every call: the
+///   server cancels a statement that runs too long, and the call gives up on its own a
+///   little later with [`PostgresStoreError::Timeout`] (the pool's idle connections are
+///   dropped, so the next calls open new ones). A write that timed out may or may not have
+///   been applied.
+///
+/// A write whose outcome is unknown (a broken connection, a timeout, a dropped future) stays
+/// among a guard's orphaned writes for good
+/// ([`PUT_ENDS_WITH_FUTURE`](AsyncStore::PUT_ENDS_WITH_FUTURE) stays `false`): a statement
+/// the client sent runs whenever the server gets to it, after the caller's future was
+/// dropped or the call timed out, and the client learns of no point after which it no
+/// longer can. The server's `statement_timeout` bounds how long the statement runs once it
+/// has started, not when it starts: bytes still in the network, or a stopped server's
+/// backlog, start it later; and the server notices a closed connection only when it next
+/// reads or answers, so it may commit a statement it had read before the close.
 ///
 /// # Examples
 ///
@@ -626,6 +702,9 @@ pub struct PostgresStore<K = i64, V = String> {
     backoff: Backoff,
     table: String,
     connections: usize,
+    /// How long a call waits for the server (the statement timeout plus the connect
+    /// timeout), if at all.
+    call_limit: Option<Duration>,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -652,12 +731,40 @@ where
             value_column: "value".into(),
             create: false,
             connections: 8,
+            statement_timeout: Some(STATEMENT_TIMEOUT),
             _types: PhantomData,
         }
     }
 }
 
 impl<K, V> PostgresStore<K, V> {
+    /// Runs one call of the store within its time limit, if it has one. A call past it
+    /// ends with [`PostgresStoreError::Timeout`], and the pool's idle connections (the timed
+    /// out call's among them, back in the pool once its future dropped) are dropped: a
+    /// server that stopped answering on one usually answers on none.
+    async fn bounded<T>(
+        &self,
+        operation: &'static str,
+        call: impl std::future::Future<Output = Result<T, PostgresStoreError>>,
+    ) -> Result<T, PostgresStoreError> {
+        let Some(limit) = self.call_limit else {
+            return call.await;
+        };
+        // A statement of its own: the call's future (and the connection it holds) drops at
+        // its end, back into the pool before the pool is cleared below.
+        let outcome = tokio::time::timeout(limit, call).await;
+        match outcome {
+            Ok(result) => result,
+            Err(_) => {
+                self.pool.retain(|_, _| false);
+                Err(PostgresStoreError::Timeout {
+                    operation,
+                    after: limit,
+                })
+            }
+        }
+    }
+
     /// A pooled connection, unless the server was unreachable a moment ago.
     async fn client(&self) -> Result<Object, PostgresStoreError> {
         if let Some(retry_in) = self.backoff.remaining() {
@@ -734,9 +841,12 @@ where
 
     async fn get(&self, key: &K) -> Result<Option<V>, PostgresStoreError> {
         let row = self
-            .read("get", &self.sql.get, |client, statement| async move {
-                client.query_opt(&statement, &[key]).await
-            })
+            .bounded(
+                "get",
+                self.read("get", &self.sql.get, |client, statement| async move {
+                    client.query_opt(&statement, &[key]).await
+                }),
+            )
             .await?;
         row.map(|row| row.try_get(0))
             .transpose()
@@ -744,11 +854,15 @@ where
     }
 
     async fn put(&self, key: &K, value: &V) -> Result<Written, PostgresStoreError> {
-        let (client, statement) = self.prepared(&self.sql.put).await?;
-        let row = client
-            .query_one(&statement, &[key, value, &self.table])
-            .await
-            .map_err(query("put"))?;
+        let row = self
+            .bounded("put", async {
+                let (client, statement) = self.prepared(&self.sql.put).await?;
+                client
+                    .query_one(&statement, &[key, value, &self.table])
+                    .await
+                    .map_err(query("put"))
+            })
+            .await?;
         let created: bool = row.try_get(0).map_err(query("put"))?;
         Ok(if created {
             Written::Created
@@ -758,11 +872,15 @@ where
     }
 
     async fn delete(&self, key: &K) -> Result<bool, PostgresStoreError> {
-        let (client, statement) = self.prepared(&self.sql.delete).await?;
-        let deleted = client
-            .execute(&statement, &[key, &self.table])
-            .await
-            .map_err(query("delete"))?;
+        let deleted = self
+            .bounded("delete", async {
+                let (client, statement) = self.prepared(&self.sql.delete).await?;
+                client
+                    .execute(&statement, &[key, &self.table])
+                    .await
+                    .map_err(query("delete"))
+            })
+            .await?;
         Ok(deleted > 0)
     }
 
@@ -772,20 +890,24 @@ where
         limit: usize,
     ) -> Result<ScanPage<K, K>, PostgresStoreError> {
         let limit = limit.clamp(1, i64::MAX as usize) as i64;
-        let rows = match cursor {
-            None => {
-                self.read("scan", &self.sql.scan_first, |client, statement| async move {
-                    client.query(&statement, &[&limit]).await
-                })
-                .await
-            }
-            Some(after) => {
-                self.read("scan", &self.sql.scan_after, |client, statement| async move {
-                    client.query(&statement, &[after, &limit]).await
-                })
-                .await
-            }
-        }?;
+        let rows = self
+            .bounded("scan", async {
+                match cursor {
+                    None => {
+                        self.read("scan", &self.sql.scan_first, |client, statement| async move {
+                            client.query(&statement, &[&limit]).await
+                        })
+                        .await
+                    }
+                    Some(after) => {
+                        self.read("scan", &self.sql.scan_after, |client, statement| async move {
+                            client.query(&statement, &[after, &limit]).await
+                        })
+                        .await
+                    }
+                }
+            })
+            .await?;
         let keys = rows
             .iter()
             .map(|row| row.try_get(0))
@@ -812,6 +934,8 @@ where
             | PostgresStoreError::Unavailable { .. }
             | PostgresStoreError::ConnectTimeout => false,
             PostgresStoreError::Query { source, .. } => source.as_db_error().is_none(),
+            // Sent or not, the statement may run when the server resumes.
+            PostgresStoreError::Timeout { .. } => true,
             _ => true,
         }
     }
@@ -820,9 +944,16 @@ where
 
     async fn read_seal(&self) -> Result<Option<SealSecret>, PostgresStoreError> {
         let row = self
-            .read("read the seal", &self.sql.read_seal, |client, statement| async move {
-                client.query_opt(&statement, &[&self.table]).await
-            })
+            .bounded(
+                "read the seal",
+                self.read(
+                    "read the seal",
+                    &self.sql.read_seal,
+                    |client, statement| async move {
+                        client.query_opt(&statement, &[&self.table]).await
+                    },
+                ),
+            )
             .await?;
         let secret = row
             .map(|row| row.try_get::<_, Option<Vec<u8>>>(0))
@@ -835,11 +966,14 @@ where
     }
 
     async fn write_seal(&self, secret: &SealSecret) -> Result<(), PostgresStoreError> {
-        let (client, statement) = self.prepared(&self.sql.write_seal).await?;
-        client
-            .execute(&statement, &[&self.table, &&secret.as_bytes()[..]])
-            .await
-            .map_err(query("write the seal"))?;
+        self.bounded("write the seal", async {
+            let (client, statement) = self.prepared(&self.sql.write_seal).await?;
+            client
+                .execute(&statement, &[&self.table, &&secret.as_bytes()[..]])
+                .await
+                .map_err(query("write the seal"))
+        })
+        .await?;
         Ok(())
     }
 }
@@ -854,6 +988,7 @@ impl<K, V> fmt::Debug for PostgresStoreBuilder<K, V> {
             .field("value_column", &self.value_column)
             .field("create", &self.create)
             .field("connections", &self.connections)
+            .field("statement_timeout", &self.statement_timeout)
             .finish()
     }
 }

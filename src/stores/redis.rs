@@ -153,6 +153,12 @@ fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
 /// may have been applied, and [`write_outcome_unknown`](AsyncStore::write_outcome_unknown)
 /// says so, so a guard keeps its filter copy.
 ///
+/// Such a write keeps its key among a guard's orphaned writes for good
+/// ([`AsyncStore::PUT_ENDS_WITH_FUTURE`] stays `false`): a command queued or sent on the
+/// multiplexed connection runs whenever the server reads it, after the caller's future was
+/// dropped or its call failed, and the client learns of no point after which it no longer
+/// can.
+///
 /// # Examples
 ///
 /// ```no_run

@@ -368,6 +368,15 @@ where
 /// The seal is a secret (the [`SealSecret`]'s 32 bytes): whoever can read it can forge a
 /// snapshot file a restart trusts, so let only those read it who may write the rows.
 ///
+/// A `put` ends with its call ([`Store::PUT_ENDS_WITH_CALL`]): it runs its transaction on
+/// the calling thread, on a connection it holds for the call, and before the call returns
+/// or unwinds the transaction is committed or rolled back (a failed commit, the one error
+/// whose outcome is unknown, is rolled back when the transaction drops); the store never
+/// commits a transaction another call began. So a guard over the store forgets a write it
+/// orphaned at its next rebuild. That holds for the call itself: a wrapper that runs it on
+/// another thread for an async guard keeps running it after the caller's future is
+/// dropped, and must not claim the same of its future.
+///
 /// # Examples
 ///
 /// ```
@@ -558,6 +567,10 @@ where
         // A failed statement rolls its transaction back; only a failed commit is in doubt.
         matches!(error, SqliteStoreError::Commit { .. })
     }
+
+    /// The transaction is committed or rolled back within the call, on the calling thread
+    /// (the store's docs).
+    const PUT_ENDS_WITH_CALL: bool = true;
 
     const SEALS: bool = true;
 

@@ -23,14 +23,14 @@ use crate::table::loom_tests::{explore, Census};
 use crate::{CuckooFilter, Growth};
 
 /// The created (or deleted) key: fingerprint 7.
-const K: u64 = 0x0000_0001_0000_0007;
+pub(super) const K: u64 = 0x0000_0001_0000_0007;
 /// Another key with `K`'s fingerprint: in a one-bucket filter, `K`'s copies and `J`'s are
 /// interchangeable.
 const J: u64 = 0x0000_0002_0000_0007;
 
 /// Hashes a `u64` key to itself XOR a hash key.
 #[derive(Debug, Clone, Copy)]
-struct Identity {
+pub(super) struct Identity {
     key: u64,
     value: u64,
 }
@@ -50,7 +50,7 @@ impl Hasher for Identity {
 /// The hasher of a filter of hash key `.0`: 0 for the first filter, one more per rebuild.
 /// Keys below 4 change only a key's fingerprint (7 becomes 6, 5, 4), never its bucket.
 #[derive(Debug, Default, Clone, Copy)]
-struct Keyed(u64);
+pub(super) struct Keyed(u64);
 
 impl BuildHasher for Keyed {
     type Hasher = Identity;
@@ -62,11 +62,11 @@ impl BuildHasher for Keyed {
     }
 }
 
-type Core = GuardCore<Keyed>;
+pub(super) type Core = GuardCore<Keyed>;
 
 /// A warm guard core over a one-bucket filter that may not grow, with `keys` in it; its
 /// rebuilds hash with the next hash key.
-fn core(broken: Broken, keys: &[u64]) -> Arc<Core> {
+pub(super) fn core(broken: Broken, keys: &[u64]) -> Arc<Core> {
     let filter = CuckooFilter::builder()
         .hasher(Keyed(0))
         .capacity(3)

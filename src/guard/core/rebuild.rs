@@ -378,6 +378,24 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 }
 
+impl<H> GuardCore<H> {
+    /// [R3] The orphans a rebuild inserts into its next filter, taken after its gate: prunes
+    /// those whose write had ended when recorded (this rebuild's scan, which begins after
+    /// this lock, and every later one see what the write did) and returns the others.
+    fn take_orphans(&self) -> Vec<super::Orphan> {
+        let mut orphans = self.orphans.lock().unwrap_or_else(PoisonError::into_inner);
+        #[cfg(cuckoo_loom)]
+        if self.broken.unsettled_orphans_pruned {
+            orphans.clear();
+        }
+        orphans.retain(|recorded| !recorded.write_ended);
+        orphans
+            .iter()
+            .map(|recorded| recorded.orphan.clone())
+            .collect()
+    }
+}
+
 impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
     /// Whether the scan may start: every create that loaded the filters without the next one
     /// has left the gate. Polled by the guard between waits; once true, the orphans are in the
@@ -395,11 +413,7 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
                 return Ok(false);
             }
             self.stage = Stage::Scanning;
-            let orphans = core
-                .orphans
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+            let orphans = core.take_orphans();
             #[cfg(cuckoo_loom)]
             let orphans = if core.broken.orphans_skipped {
                 Vec::new()
