@@ -130,6 +130,8 @@
 //! ```
 
 mod async_guard;
+#[cfg(feature = "tokio")]
+mod blocking;
 pub(crate) mod core;
 mod memo;
 mod memory;
@@ -143,6 +145,8 @@ mod sync_guard;
 use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
+#[cfg(feature = "tokio")]
+pub use self::blocking::{Blocking, BlockingError};
 pub use self::core::Admission;
 pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
