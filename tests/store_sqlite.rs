@@ -5,7 +5,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::Make;
@@ -42,7 +41,7 @@ const INTEGER_KEYS: Make<i64, String> = Make {
 #[cfg(feature = "tokio")]
 fn conformance_with_integer_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Blocking::new(open(&dir)));
+    let store = std::sync::Arc::new(Blocking::new(open(&dir)));
     common::runtime().block_on(common::conformance(store, INTEGER_KEYS));
 }
 
@@ -61,7 +60,10 @@ fn conformance_with_text_keys_blob_values_and_awkward_names() {
         key: |k| format!("user{k:08}@example.com"),
         value: |v| v.to_le_bytes().to_vec(),
     };
-    common::runtime().block_on(common::conformance(Arc::new(Blocking::new(store)), make));
+    common::runtime().block_on(common::conformance(
+        std::sync::Arc::new(Blocking::new(store)),
+        make,
+    ));
 }
 
 #[test]
