@@ -18,7 +18,8 @@ use tokio::sync::Notify;
 
 mod common;
 
-use common::Blocking;
+#[cfg(feature = "tokio")]
+use cuckoo_guard::guard::Blocking;
 
 type Mem = MemoryStore<u64, u64>;
 
@@ -381,16 +382,18 @@ fn lookups_during_warm_up_go_to_the_store() {
 
 /// The warm-up of either guard over a [`Faulty`] store, so one test covers both.
 trait Warming {
+    type Error: fmt::Debug;
     fn warm(
         &self,
         page_size: usize,
         progress: impl FnMut(WarmUpProgress) + Send,
-    ) -> Result<WarmUpProgress, GuardError<Injected>>;
+    ) -> Result<WarmUpProgress, GuardError<Self::Error>>;
     fn warming(&self) -> bool;
     fn guarded(&self) -> (FilterRef, &Faulty);
 }
 
 impl Warming for CacheGuard<Faulty> {
+    type Error = Injected;
     fn warm(
         &self,
         page_size: usize,
@@ -406,12 +409,14 @@ impl Warming for CacheGuard<Faulty> {
     }
 }
 
+#[cfg(feature = "tokio")]
 impl Warming for AsyncCacheGuard<Blocking<Faulty>> {
+    type Error = cuckoo_guard::guard::BlockingError<Injected>;
     fn warm(
         &self,
         page_size: usize,
         progress: impl FnMut(WarmUpProgress) + Send,
-    ) -> Result<WarmUpProgress, GuardError<Injected>> {
+    ) -> Result<WarmUpProgress, GuardError<Self::Error>> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -421,7 +426,7 @@ impl Warming for AsyncCacheGuard<Blocking<Faulty>> {
         self.is_warming()
     }
     fn guarded(&self) -> (FilterRef, &Faulty) {
-        (self.filter(), &self.store().0)
+        (self.filter(), self.store().get_ref())
     }
 }
 
@@ -464,7 +469,8 @@ fn an_interrupted_warm_up_resumes_where_it_stopped() {
     let guard = CacheGuard::new(filter(1_000), rows());
     resumes_after_a_scan_error(&guard);
     assert_eq!(guard.get(&449).unwrap(), Some(449));
-    resumes_after_a_scan_error(&AsyncCacheGuard::new(filter(1_000), Blocking(rows())));
+    #[cfg(feature = "tokio")]
+    resumes_after_a_scan_error(&AsyncCacheGuard::new(filter(1_000), Blocking::new(rows())));
 }
 
 /// 450 rows in pages of 100; the progress callback panics after the second page.
@@ -488,9 +494,10 @@ fn resumes_after_a_panic_in_the_progress_callback(guard: &impl Warming) {
 fn a_panicking_progress_callback_stops_the_warm_up_and_a_retry_resumes() {
     let rows = || Faulty::with_rows((0..450).map(|k| (k, k)));
     resumes_after_a_panic_in_the_progress_callback(&CacheGuard::new(filter(1_000), rows()));
+    #[cfg(feature = "tokio")]
     resumes_after_a_panic_in_the_progress_callback(&AsyncCacheGuard::new(
         filter(1_000),
-        Blocking(rows()),
+        Blocking::new(rows()),
     ));
 }
 

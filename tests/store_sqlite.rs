@@ -5,10 +5,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Blocking, Make};
+use common::Make;
+#[cfg(feature = "tokio")]
+use cuckoo_guard::guard::Blocking;
 use cuckoo_guard::guard::{CacheGuard, GuardError, Store};
 use cuckoo_guard::stores::{SqliteStore, SqliteStoreError};
 use cuckoo_guard::CuckooFilter;
@@ -37,13 +38,15 @@ const INTEGER_KEYS: Make<i64, String> = Make {
 };
 
 #[test]
+#[cfg(feature = "tokio")]
 fn conformance_with_integer_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Blocking(open(&dir)));
+    let store = std::sync::Arc::new(Blocking::new(open(&dir)));
     common::runtime().block_on(common::conformance(store, INTEGER_KEYS));
 }
 
 #[test]
+#[cfg(feature = "tokio")]
 fn conformance_with_text_keys_blob_values_and_awkward_names() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::<String, Vec<u8>>::builder(dir.path().join("names.db"))
@@ -57,17 +60,21 @@ fn conformance_with_text_keys_blob_values_and_awkward_names() {
         key: |k| format!("user{k:08}@example.com"),
         value: |v| v.to_le_bytes().to_vec(),
     };
-    common::runtime().block_on(common::conformance(Arc::new(Blocking(store)), make));
+    common::runtime().block_on(common::conformance(
+        std::sync::Arc::new(Blocking::new(store)),
+        make,
+    ));
 }
 
 #[test]
+#[cfg(feature = "tokio")]
 fn errors_surface_when_the_table_disappears() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     connect(&test_db(&dir))
         .execute_batch("DROP TABLE rows")
         .unwrap();
-    common::runtime().block_on(common::errors_surface(&Blocking(store), 1, "x".into()));
+    common::runtime().block_on(common::errors_surface(&Blocking::new(store), 1, "x".into()));
 }
 
 #[test]

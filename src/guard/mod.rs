@@ -134,6 +134,8 @@
 //! ```
 
 mod async_guard;
+#[cfg(feature = "tokio")]
+mod blocking;
 pub(crate) mod core;
 mod driver;
 mod memo;
@@ -148,6 +150,8 @@ mod sync_guard;
 use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
+#[cfg(feature = "tokio")]
+pub use self::blocking::{Blocking, BlockingError};
 pub use self::core::Admission;
 pub use self::driver::RebuildDriver;
 pub use self::memo::MemoError;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, ScanPage, Store, Written};
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, Store, Written};
 
 pub(crate) mod servers;
 
@@ -173,42 +173,6 @@ pub(crate) fn unique_name(prefix: &str) -> String {
             .as_micros(),
         NEXT.fetch_add(1, SeqCst)
     )
-}
-
-/// Runs a synchronous store's calls from async test code, so one suite covers both kinds.
-pub(crate) struct Blocking<S>(pub(crate) S);
-
-impl<S> AsyncStore for Blocking<S>
-where
-    S: Store + Send + Sync,
-    S::Key: Send + Sync,
-    S::Value: Send + Sync,
-    S::Cursor: Send + Sync,
-{
-    type Key = S::Key;
-    type Value = S::Value;
-    type Cursor = S::Cursor;
-    type Error = S::Error;
-
-    async fn get(&self, key: &S::Key) -> Result<Option<S::Value>, S::Error> {
-        self.0.get(key)
-    }
-    async fn put(&self, key: &S::Key, value: &S::Value) -> Result<Written, S::Error> {
-        self.0.put(key, value)
-    }
-    async fn delete(&self, key: &S::Key) -> Result<bool, S::Error> {
-        self.0.delete(key)
-    }
-    async fn scan_keys(
-        &self,
-        cursor: Option<&S::Cursor>,
-        limit: usize,
-    ) -> Result<ScanPage<S::Key, S::Cursor>, S::Error> {
-        self.0.scan_keys(cursor, limit)
-    }
-    fn write_outcome_unknown(error: &S::Error) -> bool {
-        S::write_outcome_unknown(error)
-    }
 }
 
 /// How the suite makes keys and values of a store's types.

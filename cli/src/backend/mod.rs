@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{
-    AsyncCacheGuard, AsyncStore, CacheGuard, FilterRef, GuardStats, Restart, Sealed, Store, Written,
+    AsyncCacheGuard, AsyncStore, FilterRef, GuardStats, Restart, Sealed, Written,
 };
 use cuckoo_guard::CuckooFilter;
 use tokio::runtime::Runtime;
@@ -43,7 +43,7 @@ pub(crate) trait Backend: Sync {
     fn guard(&self) -> &dyn Guarded;
 
     /// Restarts the guard as a new process would: opens a new store over new connections and
-    /// restores a guard from the snapshot at `path` ([`CacheGuard::restore`]), with
+    /// restores a guard from the snapshot at `path` ([`AsyncCacheGuard::restore`]), with
     /// `fallback` as its filter if the snapshot is not trusted (that guard is warming: call
     /// [`Guarded::warm_up`]). The new guard replaces the old one, which is dropped after the
     /// timing.
@@ -61,8 +61,8 @@ pub(crate) struct Restarted {
     pub(crate) open: Duration,
 }
 
-/// The guard in front of the drill's table, and the store behind it; implemented once for a
-/// guard over a sync store and once for one over an async store.
+/// The guard in front of the drill's table, and the store behind it: an [`AsyncGuard`] for every
+/// backend (the SQLite store's sync calls run through the library's `Blocking`).
 pub(crate) trait Guarded: Sync {
     /// Loads every key of the store into the guard's filter, reporting keys loaded so far.
     fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError>;
@@ -114,9 +114,9 @@ pub(crate) fn open(args: &DrillArgs, filter: CuckooFilter) -> Result<Box<dyn Bac
 const WARM_UP_PAGE: usize = 20_000;
 /// How long connecting to a server may take before the drill gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a bulk step (count, clear, load a chunk, warm up) may take on a server.
+/// How long a bulk step (count, clear, load a chunk, warm up, seal) may take.
 const BULK_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long one lookup may take on a server before it counts as a store error.
+/// How long one lookup or write may take before it counts as a store error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The value stored for key `k` (the drill only checks presence; the value gives rows a
@@ -256,77 +256,6 @@ fn connect<T, E: std::error::Error + 'static>(
             ))
         })?
         .context(what)
-}
-
-impl<S> Guarded for CacheGuard<S>
-where
-    S: Store<Key = i64, Value = String>,
-    CacheGuard<S>: Sync,
-{
-    fn warm_up(&self, progress: &mut (dyn FnMut(u64) + Send)) -> Result<u64, CliError> {
-        let done = CacheGuard::warm_up(self, WARM_UP_PAGE, |p| progress(p.keys_loaded))
-            .context("warm-up failed")?;
-        Ok(done.keys_loaded)
-    }
-
-    fn direct_get(&self, key: i64) -> Result<bool, String> {
-        self.store()
-            .get(&key)
-            .map(|row| row.is_some())
-            .map_err(|e| e.to_string())
-    }
-
-    fn guard_get(&self, key: i64) -> Result<bool, String> {
-        self.get(&key)
-            .map(|row| row.is_some())
-            .map_err(|e| e.to_string())
-    }
-
-    fn guard_put(&self, key: i64) -> Result<bool, String> {
-        self.put(&key, &value_of(key))
-            .map(|written| written == Written::Created)
-            .map_err(|e| e.to_string())
-    }
-
-    fn guard_delete(&self, key: i64) -> Result<bool, String> {
-        self.delete(&key).map_err(|e| e.to_string())
-    }
-
-    fn stats(&self) -> GuardStats {
-        CacheGuard::stats(self)
-    }
-
-    fn filter(&self) -> FilterRef {
-        CacheGuard::filter(self)
-    }
-
-    fn seal(&self, path: &Path) -> Result<Sealed, CliError> {
-        CacheGuard::seal(self, path).context(&seal_context(path))
-    }
-}
-
-/// [`Backend::restart`] for a guard over a sync store that `open` opens.
-fn restart_sync<S>(
-    guard: &mut CacheGuard<S>,
-    path: &Path,
-    open: impl FnOnce() -> Result<S, CliError>,
-    fallback: CuckooFilter,
-) -> Result<Restarted, CliError>
-where
-    S: Store + Send + Sync + 'static,
-    S::Cursor: Send,
-{
-    let started = Instant::now();
-    let store = open()?;
-    let opened = started.elapsed();
-    let (restored, restart) = CacheGuard::restore(path, store, move || fallback);
-    let elapsed = started.elapsed();
-    *guard = restored;
-    Ok(Restarted {
-        restart,
-        elapsed,
-        open: opened,
-    })
 }
 
 fn seal_context(path: &Path) -> String {

@@ -1,22 +1,26 @@
-//! The SQLite backend: a database file (by default a new one in a temporary directory).
+//! The SQLite backend: a database file (by default a new one in a temporary directory). The
+//! sync store runs behind the async guard through the library's [`Blocking`], its calls on
+//! tokio's blocking threads.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use cuckoo_guard::guard::CacheGuard;
+use cuckoo_guard::guard::{AsyncCacheGuard, Blocking};
 use cuckoo_guard::stores::SqliteStore;
 use cuckoo_guard::CuckooFilter;
 use rusqlite::{Connection, OpenFlags};
 use tempfile::TempDir;
+use tokio::runtime::Runtime;
 
-use super::{restart_sync, value_of, Backend, Census, Guarded, Restarted, Table};
+use super::{runtime, value_of, AsyncGuard, Backend, Census, Guarded, Restarted, Table};
 use crate::{CliError, Context, DrillArgs};
 
 /// The guard over an [`SqliteStore`] of the drill's table, and the tool's own connection to
 /// the same file for the bulk work.
 pub(super) struct SqliteBackend {
-    guard: CacheGuard<SqliteStore<i64, String>>,
+    /// The first field: its runtime waits for the store calls still running when dropped.
+    guarded: AsyncGuard<Blocking<SqliteStore<i64, String>>>,
     conn: Mutex<Connection>,
     table: Table,
     /// Connections of the store's pool.
@@ -43,16 +47,26 @@ impl SqliteBackend {
             (PathBuf::from(db), None)
         };
         let table = Table::new(args);
-        let connections = args.threads().clamp(1, 64);
+        let threads = args.threads();
+        let connections = threads.clamp(1, 64);
+        let runtime = runtime(threads)?;
         let store = open_store(&path, &table, connections, !args.no_create)?;
         let conn = bulk_connection(&path).context("cannot open the drill's database")?;
         Ok(SqliteBackend {
-            guard: CacheGuard::new(filter, store),
+            guarded: AsyncGuard {
+                guard: AsyncCacheGuard::new(filter, store),
+                runtime,
+            },
             conn: Mutex::new(conn),
             table,
             connections,
             temp,
         })
+    }
+
+    /// The database file.
+    fn path(&self) -> &Path {
+        self.guarded.guard.store().get_ref().path()
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -67,7 +81,7 @@ fn open_store(
     table: &Table,
     connections: usize,
     create: bool,
-) -> Result<SqliteStore<i64, String>, CliError> {
+) -> Result<Blocking<SqliteStore<i64, String>>, CliError> {
     SqliteStore::<i64, String>::builder(path)
         .table(&table.name)
         .key_column(&table.key)
@@ -75,6 +89,7 @@ fn open_store(
         .create_table_if_missing(create)
         .connections(connections)
         .open()
+        .map(Blocking::new)
         .map_err(|e| CliError::from_error("cannot open the drill's database", &e))
 }
 
@@ -108,7 +123,7 @@ impl Backend for SqliteBackend {
     fn describe(&self) -> String {
         format!(
             "SQLite {}{}",
-            self.guard.store().path().display(),
+            self.path().display(),
             if self.temp.is_some() {
                 " (temporary)"
             } else {
@@ -146,12 +161,13 @@ impl Backend for SqliteBackend {
     }
 
     fn guard(&self) -> &dyn Guarded {
-        &self.guard
+        &self.guarded
     }
 
     fn restart(&mut self, path: &Path, fallback: CuckooFilter) -> Result<Restarted, CliError> {
-        let db = self.guard.store().path().to_path_buf();
-        let open = || open_store(&db, &self.table, self.connections, false);
-        restart_sync(&mut self.guard, path, open, fallback)
+        let db = self.path().to_path_buf();
+        let (table, connections) = (&self.table, self.connections);
+        let open = |_: &Runtime| open_store(&db, table, connections, false);
+        self.guarded.restart(path, open, fallback)
     }
 }

@@ -1,0 +1,386 @@
+//! The HTTP side: the public users routes behind the guard's layer and the moka cache, the
+//! admin routes, and the state they share ([`App`]).
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use cuckoo_guard::guard::{Admission, AsyncStore, GuardError, GuardStats, Written};
+use cuckoo_guard::tower::{key, GuardLayer};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{BoxError, Config, CACHE_ENTRY_OVERHEAD};
+use crate::database::{Queries, Users};
+
+/// Keys per page of the warm-up's scan.
+const WARM_UP_PAGE: usize = 10_000;
+
+/// A failed database call, as the handlers report it: 503 with a fixed body; the detail
+/// (the database's error text) goes to the log only.
+#[derive(Debug)]
+pub(crate) struct DbError(String);
+
+/// The body of every 503: nothing of the database's error reaches the client.
+pub const UNAVAILABLE_BODY: &str = "database unavailable";
+
+impl<E: StdError> From<GuardError<E>> for DbError {
+    fn from(error: GuardError<E>) -> Self {
+        DbError(error.to_string())
+    }
+}
+
+impl IntoResponse for DbError {
+    fn into_response(self) -> Response {
+        eprintln!("users-service: 503: {}", self.0);
+        (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE_BODY).into_response()
+    }
+}
+
+/// The service's shared state.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+/// let dir = tempfile::tempdir()?;
+/// let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+/// let (_router, app) = users_service::build(&config).await?;
+/// app.ready().await?;
+/// assert!(!app.stats().warming);
+/// assert_eq!(app.queries().gets(), 0);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct App {
+    users: Users,
+    cache: moka::future::Cache<i64, String>,
+    queries: Arc<Queries>,
+    guarded: bool,
+    max_name_bytes: usize,
+    prometheus: Arc<PrometheusRecorder>,
+    metrics: PrometheusHandle,
+    warm_up: tokio::sync::watch::Receiver<WarmUp>,
+}
+
+/// Where the guard's warm-up is.
+#[derive(Debug, Clone)]
+enum WarmUp {
+    Running,
+    Done,
+    Failed(String),
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("users", &self.users)
+            .field("guarded", &self.guarded)
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// The guard's stats.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// app.ready().await?;
+    /// assert_eq!(app.stats().lookups, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn stats(&self) -> GuardStats {
+        self.users.stats()
+    }
+
+    /// The admin routes, `GET /stats` (JSON) and `GET /metrics` (Prometheus text), to serve
+    /// on a listener of their own that only operators reach (never on the public one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_public, app) = users_service::build(&config).await?;
+    /// let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// tokio::spawn(async move { axum::serve(admin, app.admin_router()).await });
+    /// # Ok(()) }
+    /// ```
+    pub fn admin_router(&self) -> Router {
+        Router::new()
+            .route("/stats", get(stats))
+            .route("/metrics", get(metrics))
+            .with_state(self.clone())
+    }
+
+    /// The bytes of the names the cache holds now (after its pending evictions).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// assert_eq!(app.cached_name_bytes().await, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn cached_name_bytes(&self) -> u64 {
+        self.cache.run_pending_tasks().await;
+        self.cache.iter().map(|(_, name)| name.len() as u64).sum()
+    }
+
+    /// The database calls so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// app.ready().await?;
+    /// assert!(app.queries().snapshot()[3] >= 1); // the warm-up's scan
+    /// # Ok(()) }
+    /// ```
+    pub fn queries(&self) -> &Queries {
+        &self.queries
+    }
+
+    /// Waits until the guard's warm-up has finished.
+    ///
+    /// # Errors
+    ///
+    /// The warm-up failed (the guard keeps passing every lookup to the database).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// app.ready().await?;
+    /// assert!(!app.stats().warming);
+    /// # Ok(()) }
+    /// ```
+    pub async fn ready(&self) -> Result<(), BoxError> {
+        let mut state = self.warm_up.clone();
+        let state = state
+            .wait_for(|state| !matches!(state, WarmUp::Running))
+            .await
+            .map_err(|_| "the warm-up task stopped")?;
+        match &*state {
+            WarmUp::Failed(error) => Err(format!("warm-up failed: {error}").into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The public router over `users` (the users routes, behind the guard's layer if
+/// `config.guard`), with its state; starts the guard's warm-up in the background.
+pub(crate) fn router(config: &Config, users: Users, queries: Arc<Queries>) -> (Router, App) {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let (warm_up, warm_up_state) = tokio::sync::watch::channel(WarmUp::Running);
+    let app = App {
+        users: users.clone(),
+        cache: moka::future::Cache::builder()
+            .weigher(|_id: &i64, name: &String| {
+                u32::try_from(name.len().saturating_add(CACHE_ENTRY_OVERHEAD)).unwrap_or(u32::MAX)
+            })
+            .max_capacity(config.cache_bytes)
+            .time_to_live(Duration::from_secs(60))
+            .build(),
+        queries,
+        guarded: config.guard,
+        max_name_bytes: config.max_name_bytes,
+        metrics: recorder.handle(),
+        prometheus: Arc::new(recorder),
+        warm_up: warm_up_state,
+    };
+    let warming = users.clone();
+    tokio::spawn(async move {
+        let state = match warming.warm_up(WARM_UP_PAGE, |_| {}).await {
+            Ok(_) => WarmUp::Done,
+            Err(error) => WarmUp::Failed(DbError::from(error).0),
+        };
+        let _ = warm_up.send(state);
+    });
+
+    let mut lookups = Router::new().route(
+        "/users/{id}",
+        get(get_user).put(put_user).delete(delete_user),
+    );
+    if config.guard {
+        lookups = lookups.route_layer(GuardLayer::new(users, key::path_segment::<i64>(1)));
+    }
+    // Room for the longest name with every character JSON-escaped (`\uXXXX`), and the rest.
+    let body_limit = config.max_name_bytes.saturating_mul(6).saturating_add(1024);
+    let router = Router::new()
+        .route("/users", axum::routing::post(create_user))
+        .merge(lookups)
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .with_state(app.clone());
+    (router, app)
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct User {
+    id: i64,
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Name {
+    name: String,
+}
+
+async fn get_user(
+    State(app): State<App>,
+    Path(id): Path<i64>,
+    admission: Option<Extension<Admission>>,
+) -> Result<Response, DbError> {
+    if let Some(name) = app.cache.get(&id).await {
+        return Ok(Json(User { id, name }).into_response());
+    }
+    let found = if app.guarded {
+        // The layer admitted this request (or it holds no key the layer could parse, which
+        // `Path` rejected before this handler).
+        let admission = admission.map_or_else(|| app.users.admit(&id), |Extension(a)| a);
+        app.users.get_admitted(&id, admission).await?
+    } else {
+        app.users
+            .store()
+            .get(&id)
+            .await
+            .map_err(|e| DbError(format!("database get failed: {e}")))?
+    };
+    Ok(match found {
+        Some(name) => {
+            app.cache.insert(id, name.clone()).await;
+            Json(User { id, name }).into_response()
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
+    })
+}
+
+/// Runs a write and the cache invalidation after it in a task of their own, so a client that
+/// disconnects cannot cancel them halfway; the cache entry goes whatever the outcome, since a
+/// failed write may still have been applied.
+async fn write_then_invalidate<T: Send + 'static>(
+    app: &App,
+    id: i64,
+    write: impl Future<Output = Result<T, DbError>> + Send + 'static,
+) -> Result<T, DbError> {
+    let cache = app.cache.clone();
+    tokio::spawn(async move {
+        let result = write.await;
+        cache.invalidate(&id).await;
+        result
+    })
+    .await
+    .map_err(|e| DbError(format!("write task failed: {e}")))?
+}
+
+async fn write(app: &App, id: i64, name: String) -> Result<Response, DbError> {
+    if name.len() > app.max_name_bytes {
+        let message = format!("name longer than {} bytes", app.max_name_bytes);
+        return Ok((StatusCode::UNPROCESSABLE_ENTITY, message).into_response());
+    }
+    let users = app.users.clone();
+    let value = name.clone();
+    let written =
+        write_then_invalidate(app, id, async move { Ok(users.put(&id, &value).await?) }).await?;
+    let status = match written {
+        Written::Created => StatusCode::CREATED,
+        _ => StatusCode::OK,
+    };
+    Ok((status, Json(User { id, name })).into_response())
+}
+
+async fn create_user(State(app): State<App>, Json(user): Json<User>) -> Result<Response, DbError> {
+    write(&app, user.id, user.name).await
+}
+
+async fn put_user(
+    State(app): State<App>,
+    Path(id): Path<i64>,
+    Json(body): Json<Name>,
+) -> Result<Response, DbError> {
+    write(&app, id, body.name).await
+}
+
+async fn delete_user(State(app): State<App>, Path(id): Path<i64>) -> Result<StatusCode, DbError> {
+    let users = app.users.clone();
+    let existed =
+        write_then_invalidate(&app, id, async move { Ok(users.delete(&id).await?) }).await?;
+    Ok(if existed {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::NOT_FOUND
+    })
+}
+
+async fn stats(State(app): State<App>) -> Json<serde_json::Value> {
+    let s = app.users.stats();
+    let [get, put, delete, scan] = app.queries.snapshot();
+    Json(serde_json::json!({
+        "guarded": app.guarded,
+        "warming": s.warming,
+        "lookups": s.lookups,
+        "blocked": s.blocked,
+        "passed": s.passed,
+        "store_hits": s.store_hits,
+        "false_positives": s.false_positives,
+        "memo_hits": s.memo_hits,
+        "memo_entries": s.memo_entries,
+        "memo_slots_disabled": s.memo_slots_disabled,
+        "observed_false_positive_rate": s.observed_false_positive_rate,
+        "creates": s.creates,
+        "updates": s.updates,
+        "deletes": s.deletes,
+        "writes_refused": s.writes_refused,
+        "stale_copies": s.stale_copies,
+        "filter_len": s.filter_len,
+        "filter_capacity": s.filter_capacity,
+        "filter_load_factor": s.filter_load_factor,
+        "growth_steps": s.growth_steps,
+        "rebuilds": s.rebuilds,
+        "db_queries": { "get": get, "put": put, "delete": delete, "scan": scan },
+        "cache_entries": app.cache.entry_count(),
+    }))
+}
+
+async fn metrics(State(app): State<App>) -> impl IntoResponse {
+    let stats = app.users.stats();
+    let [get, put, delete, scan] = app.queries.snapshot();
+    metrics::with_local_recorder(&*app.prometheus, || {
+        cuckoo_guard::metrics::describe();
+        cuckoo_guard::metrics::record(&stats, "users");
+        for (kind, value) in [
+            ("get", get),
+            ("put", put),
+            ("delete", delete),
+            ("scan", scan),
+        ] {
+            metrics::counter!("users_service_db_queries_total", "kind" => kind).absolute(value);
+        }
+        metrics::gauge!("users_service_cache_entries").set(app.cache.entry_count() as f64);
+    });
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+}
