@@ -494,19 +494,21 @@ impl<H: BuildHasher> GuardCore<H> {
         key: &K,
     ) -> Result<PutTicket<'_, H>, GuardError<E>> {
         let orphan = key.to_orphan();
-        let pin = pin();
+        #[cfg(cuckoo_loom)]
+        let early_pin = pin();
         #[cfg(cuckoo_loom)]
         let early = self
             .broken
             .filters_loaded_before_entering
             // ORDERING: SeqCst; the broken variant's load, before the gate.
-            .then(|| self.filters.load(Ordering::SeqCst, &pin));
+            .then(|| self.filters.load(Ordering::SeqCst, &early_pin));
         let seat = GateSeat {
             gate: &self.gate,
             phase: self.gate.enter(),
             #[cfg(cuckoo_loom)]
             left: false,
         };
+        let pin = pin();
         // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next
         // filter here is one a pending rebuild waits for (gate module).
         let filters = self.filters.load(Ordering::SeqCst, &pin);
