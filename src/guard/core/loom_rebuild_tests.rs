@@ -12,6 +12,9 @@
 //! negative control that breaks one step ([`Broken`]) and must fail; the delete in a grown
 //! filter and the update under a lookup have none, as no single step of the core's protocol
 //! is what keeps them right (the table's remove and lookup are, with their own models).
+//!
+//! The models whose rebuild thread also plays a write run at a preemption bound of 2 or 3
+//! ([`HEAVY_BOUND`], [`CREATE_DELETE_BOUND`]); the others at `LOOM_MAX_PREEMPTIONS`.
 
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -162,10 +165,17 @@ fn assert_covers(core: &Core, store: &Store) {
     }
 }
 
-/// The preemption bound of the models whose rebuild thread also plays a write (a create of
-/// `J` across the scan, a delete around it): at 4 each takes minutes. The race each asks for
-/// takes at most two preemptions, and each control is caught at this bound.
+/// The preemption bound of the models whose rebuild thread also plays a create of `J` across
+/// its scan, or a delete around it (the two writers of a thread multiply the interleavings:
+/// at 4 each takes minutes). The race each asks for takes at most two preemptions (the
+/// rebuild's wait at the gate yields to the other writer without one), and each control is
+/// caught at this bound.
 const HEAVY_BOUND: usize = 2;
+
+/// The preemption bound of [`create_and_delete_around_the_scan`]: its race takes three (the
+/// create begins after the flip, pauses before its write, and writes between the delete's
+/// store call and its end).
+const CREATE_DELETE_BOUND: usize = 3;
 
 /// Panics unless the current filter holds a copy for each of `J` and `K`, both stored: they
 /// share a fingerprint, so one copy would report both until a delete of `K` took it.
@@ -355,7 +365,7 @@ fn create_and_delete_around_the_scan(broken: Broken, census: Census) {
 #[test]
 fn loom_rebuild_a_create_and_a_delete_split_around_the_scan_keep_the_created_key() {
     explore_at(
-        3,
+        CREATE_DELETE_BOUND,
         "a create written after the scan and after a delete that found no row",
         |census| create_and_delete_around_the_scan(Broken::default(), census),
     );
@@ -364,7 +374,7 @@ fn loom_rebuild_a_create_and_a_delete_split_around_the_scan_keep_the_created_key
 #[test]
 #[should_panic(expected = "misses a key the store holds")]
 fn loom_rebuild_control_delete_unconfirmed_removes() {
-    bounded(3).check(|| {
+    bounded(CREATE_DELETE_BOUND).check(|| {
         create_and_delete_around_the_scan(
             Broken {
                 delete_unconfirmed_removes: true,
