@@ -284,6 +284,10 @@ impl<H> Drop for PutTicket<'_, H> {
             self.core.gate.leave(self.seat.phase);
             self.seat.left = true;
         }
+        #[cfg(cuckoo_loom)]
+        if self.core.broken.dropped_put_not_orphaned {
+            self.ended = true;
+        }
         if !self.ended {
             self.core.stale_copy();
             // A put that never returned: with a store whose put ends with its call, the call
@@ -374,6 +378,36 @@ pub(crate) struct Broken {
     pub(crate) own_copies_hashed_by_current: bool,
     /// [W3]: no fence between the flip and the rebuild's counter reads.
     pub(crate) flip_unfenced: bool,
+    /// [R1]: an update removes a copy from every published generation, also those it never
+    /// inserted into.
+    pub(crate) update_removes_unowned_copies: bool,
+    /// [R1]: a create inserts into a filter only if the filter does not already report the
+    /// key.
+    pub(crate) insert_skipped_when_present: bool,
+    /// [R1]: a create loads the filters before it enters the gate.
+    pub(crate) filters_loaded_before_entering: bool,
+    /// [R1]: a put whose outcome is unknown removes its copies (it still records its orphan).
+    pub(crate) unknown_outcome_removes_copies: bool,
+    /// [R1]: a put whose outcome is unknown keeps its copies but records no orphan.
+    pub(crate) unknown_outcome_not_orphaned: bool,
+    /// [R1]: a put whose outcome is unknown leaves the gate before it records its orphan.
+    pub(crate) unknown_orphan_after_leave: bool,
+    /// [R1]: a put dropped before its end records no orphan.
+    pub(crate) dropped_put_not_orphaned: bool,
+    /// [R2]: a delete notes the next generation, when one is pending, instead of the current.
+    pub(crate) delete_notes_the_next_generation: bool,
+    /// [R2]: a delete notes the current generation after its store delete, not before.
+    pub(crate) delete_generation_noted_late: bool,
+    /// [R2]: a delete the store did not confirm (no row deleted) removes a copy too.
+    pub(crate) delete_unconfirmed_removes: bool,
+    /// [R3]: a rebuild takes the orphans out of the list, so only the next rebuild inserts them.
+    pub(crate) orphans_taken: bool,
+    /// [R3]: a rebuild reads the orphan list when it begins, before its wait at the gate.
+    pub(crate) orphans_read_before_the_gate: bool,
+    /// [R3]: a stopped rebuild's generation id is given to the next rebuild's filter.
+    pub(crate) stopped_ids_reused: bool,
+    /// [R3]: a stopped rebuild publishes its unfinished next filter as the current one.
+    pub(crate) stopped_publishes_next: bool,
     /// [seal.S4] before [seal.S2]: the snapshot file is written before the seal.
     pub(crate) seal_after_snapshot: bool,
     /// [seal.I3]: a drain dropped before it is done does not record its phase as undrained.
@@ -505,6 +539,14 @@ impl<H: BuildHasher> GuardCore<H> {
         key: &K,
     ) -> Result<PutTicket<'_, H>, GuardError<E>> {
         let orphan = key.to_orphan();
+        #[cfg(cuckoo_loom)]
+        let early_pin = pin();
+        #[cfg(cuckoo_loom)]
+        let early = self
+            .broken
+            .filters_loaded_before_entering
+            // ORDERING: SeqCst; the broken variant's load, before the gate.
+            .then(|| self.filters.load(Ordering::SeqCst, &early_pin));
         let seat = GateSeat {
             gate: &self.gate,
             phase: self.gate.enter(),
@@ -515,7 +557,15 @@ impl<H: BuildHasher> GuardCore<H> {
         // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next
         // filter here is one a pending rebuild waits for (gate module).
         let filters = self.filters.load(Ordering::SeqCst, &pin);
+        #[cfg(cuckoo_loom)]
+        let filters = early.unwrap_or(filters);
         let hash = filters.current.filter.hash_key(key);
+        #[cfg(cuckoo_loom)]
+        let skipped = |filter: &CuckooFilter<H>, hash: u64| {
+            self.broken.insert_skipped_when_present && filter.tables().count(hash) > 0
+        };
+        #[cfg(not(cuckoo_loom))]
+        let skipped = |_: &CuckooFilter<H>, _: u64| false;
         let mut ticket = PutTicket {
             core: self,
             seat,
@@ -525,7 +575,13 @@ impl<H: BuildHasher> GuardCore<H> {
             ended: true,
             write_ends_with_call: false,
         };
-        let inserted = filters.current.filter.insert_hash(hash).and_then(|()| {
+        let insert = |filter: &CuckooFilter<H>, hash: u64| {
+            if skipped(filter, hash) {
+                return Ok(());
+            }
+            filter.insert_hash(hash)
+        };
+        let inserted = insert(&filters.current.filter, hash).and_then(|()| {
             let Some(next) = &filters.next else {
                 return Ok(());
             };
@@ -540,7 +596,7 @@ impl<H: BuildHasher> GuardCore<H> {
             } else {
                 next_hash
             };
-            if let Err(error) = next.filter.insert_hash(next_hash) {
+            if let Err(error) = insert(&next.filter, next_hash) {
                 // The copy just added to the current filter is this create's own.
                 filters.current.filter.remove_hash(hash);
                 return Err(error);
@@ -581,10 +637,25 @@ impl<H: BuildHasher> GuardCore<H> {
             Err(error) => {
                 bump(&shard.store_errors);
                 if outcome_unknown(error) {
+                    #[cfg(cuckoo_loom)]
+                    if self.broken.unknown_outcome_removes_copies {
+                        self.remove_own_copies(&ticket);
+                    }
+                    #[cfg(cuckoo_loom)]
+                    if self.broken.unknown_orphan_after_leave {
+                        self.gate.leave(ticket.seat.phase);
+                        ticket.seat.left = true;
+                    }
                     self.stale_copy();
-                    // The call returned: with a store whose put ends with its call, the
-                    // write has ended.
-                    self.record_orphan(ticket.orphan.clone(), ticket.write_ends_with_call);
+                    #[cfg(cuckoo_loom)]
+                    let recorded = !self.broken.unknown_outcome_not_orphaned;
+                    #[cfg(not(cuckoo_loom))]
+                    let recorded = true;
+                    if recorded {
+                        // The call returned: with a store whose put ends with its call, the
+                        // write has ended.
+                        self.record_orphan(ticket.orphan.clone(), ticket.write_ends_with_call);
+                    }
                 } else {
                     self.remove_own_copies(&ticket);
                 }
@@ -603,7 +674,15 @@ impl<H: BuildHasher> GuardCore<H> {
         // touched.
         let filters = self.filters.load(Ordering::Acquire, &pin);
         for generation in filters.both() {
-            let Some(hash) = ticket.hash_in(generation.id) else {
+            #[cfg(cuckoo_loom)]
+            let owned = ticket.hash_in(generation.id).or_else(|| {
+                self.broken
+                    .update_removes_unowned_copies
+                    .then(|| generation.filter.hash_key(&ticket.orphan))
+            });
+            #[cfg(not(cuckoo_loom))]
+            let owned = ticket.hash_in(generation.id);
+            let Some(hash) = owned else {
                 continue;
             };
             #[cfg(cuckoo_loom)]
@@ -640,7 +719,15 @@ impl<H: BuildHasher> GuardCore<H> {
         let pin = pin();
         // ORDERING: Acquire; a generation found current here had its scan finished (its
         // publication [R3] happens before this load).
-        let generation = self.filters.load(Ordering::Acquire, &pin).current.id;
+        let filters = self.filters.load(Ordering::Acquire, &pin);
+        #[cfg(cuckoo_loom)]
+        let noted = match &filters.next {
+            Some(next) if self.broken.delete_notes_the_next_generation => next,
+            _ => &filters.current,
+        };
+        #[cfg(not(cuckoo_loom))]
+        let noted = &filters.current;
+        let generation = noted.id;
         DeleteTicket {
             ready_before,
             generation,
@@ -658,12 +745,27 @@ impl<H: BuildHasher> GuardCore<H> {
         result: &Result<bool, E>,
     ) -> Option<Triggered> {
         let shard = self.shard();
+        #[cfg(cuckoo_loom)]
+        let result = &match result {
+            Ok(false) if self.broken.delete_unconfirmed_removes => Ok(true),
+            Ok(deleted) => Ok(*deleted),
+            Err(error) => Err(error),
+        };
         match result {
             Ok(true) => {
                 bump(&shard.deletes);
                 let pin = pin();
                 // ORDERING: Acquire; as in `remove_own_copies`.
                 let filters = self.filters.load(Ordering::Acquire, &pin);
+                #[cfg(cuckoo_loom)]
+                let ticket = DeleteTicket {
+                    generation: if self.broken.delete_generation_noted_late {
+                        filters.current.id
+                    } else {
+                        ticket.generation
+                    },
+                    ..ticket
+                };
                 for generation in filters.both() {
                     #[cfg(cuckoo_loom)]
                     let generation_matches =
@@ -788,6 +890,9 @@ mod loom_tests;
 
 #[cfg(all(test, cuckoo_loom))]
 mod loom_orphan_tests;
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_rebuild_tests;
 
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests {

@@ -26,7 +26,7 @@ use crate::{CuckooFilter, Growth};
 pub(super) const K: u64 = 0x0000_0001_0000_0007;
 /// Another key with `K`'s fingerprint: in a one-bucket filter, `K`'s copies and `J`'s are
 /// interchangeable.
-const J: u64 = 0x0000_0002_0000_0007;
+pub(super) const J: u64 = 0x0000_0002_0000_0007;
 
 /// Hashes a `u64` key to itself XOR a hash key.
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +50,7 @@ impl Hasher for Identity {
 /// The hasher of a filter of hash key `.0`: 0 for the first filter, one more per rebuild.
 /// Keys below 4 change only a key's fingerprint (7 becomes 6, 5, 4), never its bucket.
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Keyed(u64);
+pub(super) struct Keyed(pub(super) u64);
 
 impl BuildHasher for Keyed {
     type Hasher = Identity;
@@ -87,7 +87,7 @@ pub(super) fn core(broken: Broken, keys: &[u64]) -> Arc<Core> {
 }
 
 /// A rebuild on its own thread: waits at the gate, scans the whole store as one page, swaps.
-fn rebuild(core: &Arc<Core>, store: &Arc<Mutex<Vec<u64>>>) -> thread::JoinHandle<()> {
+pub(super) fn rebuild(core: &Arc<Core>, store: &Arc<Mutex<Vec<u64>>>) -> thread::JoinHandle<()> {
     let (core, store) = (Arc::clone(core), Arc::clone(store));
     thread::spawn(move || {
         let claim = core.claim().expect("the only rebuild");
@@ -1017,7 +1017,7 @@ fn loom_seal_control_a_stopped_drain_forgets_its_phase() {
 /// A key whose fingerprint under the first filter's hash key is `K`'s under the second's, and
 /// the other way round (6 and 7 swap when the key is 1): a copy removed from one generation
 /// by the hash another generation's hasher gave takes the other key's copy.
-const L: u64 = 0x0000_0001_0000_0006;
+pub(super) const L: u64 = 0x0000_0001_0000_0006;
 
 /// [R1] with new hash keys: an update of `K` (the row is there) races a rebuild whose next
 /// filter hashes with another key; `L` is in the store too. The update inserts a copy into

@@ -215,6 +215,9 @@ pub(crate) struct RebuildTurn<'c, H: Send + Sync + 'static> {
     growth_steps_before: usize,
     error: Option<String>,
     finished: bool,
+    /// The orphans as the loom control `orphans_read_before_the_gate` reads them.
+    #[cfg(cuckoo_loom)]
+    early_orphans: Option<Vec<super::Orphan>>,
 }
 
 impl<H: Send + Sync + 'static> std::fmt::Debug for RebuildTurn<'_, H> {
@@ -360,6 +363,15 @@ impl<H: BuildHasher> GuardCore<H> {
             Some(phase) => Stage::Leftover(phase),
             None => Stage::Flipped(self.flip()),
         };
+        #[cfg(cuckoo_loom)]
+        let early_orphans = self.broken.orphans_read_before_the_gate.then(|| {
+            self.orphans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .map(|recorded| recorded.orphan.clone())
+                .collect()
+        });
         Ok(RebuildTurn {
             core: self,
             _claim: claim,
@@ -374,6 +386,8 @@ impl<H: BuildHasher> GuardCore<H> {
             len_before,
             error: None,
             finished: false,
+            #[cfg(cuckoo_loom)]
+            early_orphans,
         })
     }
 }
@@ -413,13 +427,7 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
                 return Ok(false);
             }
             self.stage = Stage::Scanning;
-            let orphans = core.take_orphans();
-            #[cfg(cuckoo_loom)]
-            let orphans = if core.broken.orphans_skipped {
-                Vec::new()
-            } else {
-                orphans
-            };
+            let orphans = self.orphans();
             for orphan in &orphans {
                 #[cfg(cuckoo_loom)]
                 if core.broken.orphans_hashed_by_current {
@@ -431,6 +439,32 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
             }
         }
         Ok(true)
+    }
+
+    /// The orphans to insert into the next filter: every one recorded so far ([R3]).
+    fn orphans(&mut self) -> Vec<super::Orphan> {
+        #[cfg(cuckoo_loom)]
+        {
+            let broken = &self.core.broken;
+            if broken.orphans_skipped {
+                return Vec::new();
+            }
+            if broken.orphans_taken {
+                let mut list = self
+                    .core
+                    .orphans
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                return std::mem::take(&mut *list)
+                    .into_iter()
+                    .map(|recorded| recorded.orphan)
+                    .collect();
+            }
+            if let Some(early) = self.early_orphans.take() {
+                return early;
+            }
+        }
+        self.core.take_orphans()
     }
 
     fn drained(&self, phase: usize) -> bool {
@@ -527,9 +561,17 @@ impl<H: Send + Sync + 'static> Drop for RebuildTurn<'_, H> {
         }
         let core = self.core;
         let pin = pin();
+        #[cfg(cuckoo_loom)]
+        let current = if core.broken.stopped_publishes_next {
+            &self.next
+        } else {
+            &self.current
+        };
+        #[cfg(not(cuckoo_loom))]
+        let current = &self.current;
         core.filters.replace(
             Filters {
-                current: Arc::clone(&self.current),
+                current: Arc::clone(current),
                 next: None,
             },
             // ORDERING: SeqCst; [R3] the stopped rebuild's next filter is withdrawn.
@@ -537,6 +579,10 @@ impl<H: Send + Sync + 'static> Drop for RebuildTurn<'_, H> {
             &pin,
         );
         let mut log = core.rebuilds.lock();
+        #[cfg(cuckoo_loom)]
+        if core.broken.stopped_ids_reused {
+            log.next_id -= 1;
+        }
         log.failed += 1;
         log.last_error = Some(
             self.error
