@@ -53,15 +53,17 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{FilterRef, GuardError, GuardStats, RebuildPolicy, Written};
+use super::{GuardError, GuardStats, RebuildPolicy, Written};
 use crate::sharded::{bump, Sharded};
 use crate::sync::{pin, AtomicU32, AtomicU64, Ordering, Published};
 use crate::{CuckooFilter, InsertError};
 
+mod filter_ref;
 mod gate;
 pub(crate) mod rebuild;
 mod warm_up;
 
+pub use self::filter_ref::FilterRef;
 use self::gate::Gate;
 pub(super) use self::rebuild::RebuildClaim;
 use self::rebuild::RebuildLog;

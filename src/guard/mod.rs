@@ -136,22 +136,21 @@ mod memory;
 mod periodic;
 mod rebuild;
 mod restart;
-mod secret;
 mod store;
 mod sync_guard;
 
 use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
-pub use self::core::Admission;
+pub use self::core::{Admission, FilterRef};
 pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
-pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
+pub use self::rebuild::{PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
 pub use self::restart::{Exposure, Restart, Sealed};
-pub use self::secret::{SealSecret, SEAL_SECRET_LEN};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
+pub use crate::secret::{SealSecret, SEAL_SECRET_LEN};
 
 use crate::{BuildError, InsertError, SnapshotError};
 

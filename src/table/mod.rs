@@ -6,6 +6,7 @@
 //! store happens under the lock of the bucket's stripe.
 
 mod copy;
+mod counters;
 mod geometry;
 mod growth;
 mod path;
@@ -17,7 +18,6 @@ use std::marker::PhantomData;
 use crate::fingerprint::{
     empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout, SLOTS,
 };
-use crate::stats::Counters;
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
 
 use self::copy::CopyState;
@@ -25,6 +25,7 @@ use self::geometry::{Flat, Geometry, Nested};
 use self::stripe::{PairLock, StripeLock};
 
 pub(crate) use self::copy::Extra;
+pub(crate) use self::counters::Counters;
 pub(crate) use self::growth::{GrowFailure, GrowingInsertFailure, Tables};
 #[cfg(all(test, not(cuckoo_loom)))]
 pub(crate) use self::path::Hop;
