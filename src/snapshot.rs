@@ -618,7 +618,7 @@ pub(crate) fn write<S: BuildHasher>(
     tag: u64,
 ) -> Result<SnapshotWritten, SnapshotError> {
     let tables = filter.tables();
-    // A key inserted before this call is in a table this load counts (growth [G2]).
+    // A key inserted before this call is in a table this load counts (growth [growth.G2]).
     let grown = tables.growth_steps();
     let header = Header::of(filter, grown + 1, tag);
     w.write_all(&header.encode())?;
