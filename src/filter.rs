@@ -3,14 +3,11 @@
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::io::{Read, Write};
-use std::path::Path;
 
 use ahash::RandomState;
 
-use crate::error::{BuildError, InsertError, SnapshotError};
+use crate::error::{BuildError, InsertError};
 use crate::sizing::{buckets_for, design_false_positive_rate, fingerprint_bits_for, max_capacity};
-use crate::snapshot::{self, Written};
 use crate::stats::Stats;
 use crate::table::{GrowFailure, GrowingInsertFailure, Inserted, Table, Tables, MAX_PATH_LEN};
 
@@ -227,7 +224,14 @@ impl<S: BuildHasher> CuckooFilter<S> {
         self.tables.contains(hash)
     }
 
-    /// Looks up every key of `keys`, writing `results[i] = contains(&keys[i])`.
+    /// Looks up every key of `keys`, writing to `results[i]` whether `keys[i]` may be present
+    /// as of the call's start.
+    ///
+    /// A key whose insert happened before the call began is reported present (no false
+    /// negatives). A key inserted while the call runs may be reported absent even where a
+    /// [`contains`](Self::contains) made at the same moment would find it: a call that begins
+    /// on a filter that has not grown reads only the base table for the whole batch, so it
+    /// misses a key placed in a table grown during the call.
     ///
     /// Faster than calling [`contains`](Self::contains) in a loop on large filters: keys are
     /// hashed and their buckets prefetched 16 at a time before any is probed, so the memory
@@ -390,167 +394,6 @@ pub(crate) fn fresh_ahash<S: 'static>() -> Option<(S, [u64; 4])> {
     let [k0, k1, k2, k3] = keys;
     let hasher: Box<dyn std::any::Any> = Box::new(RandomState::with_seeds(k0, k1, k2, k3));
     hasher.downcast::<S>().ok().map(|hasher| (*hasher, keys))
-}
-
-impl<S: BuildHasher> CuckooFilter<S> {
-    /// Writes a snapshot of the filter to `w` while other threads keep reading and writing
-    /// it (the [`snapshot`](crate::snapshot) module documents the format and the protocol).
-    ///
-    /// The snapshot holds every key whose insert returned before this call and that was not
-    /// removed before it returned; keys inserted or removed during the call may or may not be
-    /// in it. Writes go to `w` in chunks of up to 64 KiB; a slow `w` only makes the copy
-    /// take longer (and the writers that move fingerprints across its position log a few
-    /// more extras). One snapshot of a filter runs at a time; a second call waits.
-    ///
-    /// The snapshot holds the filter's hash keys: see the [module documentation](crate::snapshot#the-file-holds-the-hash-keys)
-    /// before storing it anywhere but a private file ([`write_snapshot_file`](Self::write_snapshot_file)).
-    ///
-    /// # Errors
-    ///
-    /// [`SnapshotError::Io`] if writing fails; the filter is unchanged.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::CuckooFilter;
-    ///
-    /// let filter = CuckooFilter::with_capacity(1_000);
-    /// filter.insert("user:42")?;
-    /// let mut bytes = Vec::new();
-    /// let written = filter.write_snapshot(&mut bytes)?;
-    /// assert_eq!(written.bytes, bytes.len() as u64);
-    /// let restored = CuckooFilter::read_snapshot(&bytes[..])?;
-    /// assert!(restored.contains("user:42"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn write_snapshot<W: Write>(&self, w: W) -> Result<Written, SnapshotError> {
-        snapshot::write(self, w, 0)
-    }
-
-    /// [`write_snapshot`](Self::write_snapshot) to a file at `path`: created readable only by
-    /// its owner (mode `0600` on Unix, because it holds the hash keys), written under a
-    /// temporary name in the same directory, synced, and renamed over `path`, so a reader
-    /// finds the old file or the whole new one. Each call has its own temporary file
-    /// (`.NAME.PID.RANDOM.tmp`), so writes of one path at once do not mix; one that a crash
-    /// interrupts stays behind (owner-only) and may be deleted.
-    ///
-    /// # Errors
-    ///
-    /// [`SnapshotError::Io`] if the file cannot be created, written, synced or renamed; the
-    /// temporary file is removed and an existing file at `path` is left as it was.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::CuckooFilter;
-    ///
-    /// let dir = tempfile::tempdir()?;
-    /// let path = dir.path().join("users.cgsnap");
-    /// let filter = CuckooFilter::with_capacity(1_000);
-    /// filter.insert(&7u64)?;
-    /// filter.write_snapshot_file(&path)?;
-    /// # #[cfg(unix)]
-    /// # {
-    /// use std::os::unix::fs::PermissionsExt;
-    /// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
-    /// # }
-    /// assert!(CuckooFilter::read_snapshot_file(&path)?.contains(&7u64));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn write_snapshot_file(&self, path: impl AsRef<Path>) -> Result<Written, SnapshotError> {
-        snapshot::write_file(self, path.as_ref(), None)
-    }
-
-    /// Reads a snapshot of a filter that hashed with `hasher` (one built with
-    /// [`Builder::hasher`]), checking that `hasher` hashes as the snapshot's filter did.
-    ///
-    /// # Errors
-    ///
-    /// As [`read_snapshot`](CuckooFilter::read_snapshot), except that a snapshot without hash
-    /// keys is accepted; [`SnapshotError::HasherMismatch`] if `hasher` hashes differently.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::hash::BuildHasherDefault;
-    /// use std::collections::hash_map::DefaultHasher;
-    /// use cuckoo_guard::{CuckooFilter, SnapshotError};
-    ///
-    /// type Fixed = BuildHasherDefault<DefaultHasher>;
-    /// let filter = CuckooFilter::builder().capacity(100).hasher(Fixed::default()).build()?;
-    /// filter.insert("a")?;
-    /// let mut bytes = Vec::new();
-    /// filter.write_snapshot(&mut bytes)?;
-    /// assert!(matches!(CuckooFilter::read_snapshot(&bytes[..]), Err(SnapshotError::HashKeysMissing)));
-    /// let restored = CuckooFilter::read_snapshot_with_hasher(&bytes[..], Fixed::default())?;
-    /// assert!(restored.contains("a"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn read_snapshot_with_hasher<R: Read>(r: R, hasher: S) -> Result<Self, SnapshotError> {
-        snapshot::read(r, |_| Ok((hasher, None)))
-    }
-}
-
-impl CuckooFilter<RandomState> {
-    /// Reads a snapshot written by [`write_snapshot`](CuckooFilter::write_snapshot): the
-    /// filter as it was, with its hash keys, configuration and fingerprints.
-    ///
-    /// Everything is checked before the filter is returned: the magic bytes, the format
-    /// version, both checksums, every header field, and a probe hash that this build's ahash
-    /// must reproduce under the file's keys. Reads exactly the snapshot's bytes from `r`.
-    ///
-    /// # Errors
-    ///
-    /// [`SnapshotError::Truncated`], [`BadMagic`](SnapshotError::BadMagic),
-    /// [`UnsupportedVersion`](SnapshotError::UnsupportedVersion),
-    /// [`HeaderChecksum`](SnapshotError::HeaderChecksum),
-    /// [`BodyChecksum`](SnapshotError::BodyChecksum),
-    /// [`InvalidHeader`](SnapshotError::InvalidHeader) or
-    /// [`InvalidBody`](SnapshotError::InvalidBody) for damaged or foreign input;
-    /// [`HasherMismatch`](SnapshotError::HasherMismatch) if this build hashes differently;
-    /// [`HashKeysMissing`](SnapshotError::HashKeysMissing) for a filter that used a caller's
-    /// hasher; [`AllocationFailed`](SnapshotError::AllocationFailed),
-    /// [`Overfull`](SnapshotError::Overfull) or [`Io`](SnapshotError::Io).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::{CuckooFilter, SnapshotError};
-    ///
-    /// let filter = CuckooFilter::with_capacity(1_000);
-    /// filter.insert(&1u64)?;
-    /// let mut bytes = Vec::new();
-    /// filter.write_snapshot(&mut bytes)?;
-    /// assert!(CuckooFilter::read_snapshot(&bytes[..])?.contains(&1u64));
-    ///
-    /// bytes[200] ^= 0x10; // one flipped bit in the tables
-    /// let error = CuckooFilter::read_snapshot(&bytes[..]).unwrap_err();
-    /// assert!(matches!(error, SnapshotError::BodyChecksum));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn read_snapshot<R: Read>(r: R) -> Result<Self, SnapshotError> {
-        snapshot::read(r, snapshot::ahash_of)
-    }
-
-    /// [`read_snapshot`](Self::read_snapshot) from the file at `path`, buffered; a file with
-    /// bytes after the snapshot is refused ([`SnapshotError::TrailingData`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`read_snapshot`](Self::read_snapshot), plus [`SnapshotError::Io`] if the file cannot
-    /// be opened.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::{CuckooFilter, SnapshotError};
-    ///
-    /// let missing = CuckooFilter::read_snapshot_file("/nonexistent/users.cgsnap");
-    /// assert!(matches!(missing, Err(SnapshotError::Io(_))));
-    /// ```
-    pub fn read_snapshot_file(path: impl AsRef<Path>) -> Result<Self, SnapshotError> {
-        snapshot::read_file(path.as_ref(), |r| Self::read_snapshot(r))
-    }
 }
 
 impl<S> CuckooFilter<S> {

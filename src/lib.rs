@@ -117,22 +117,30 @@
 //! assert!(CuckooFilter::read_snapshot(&bytes[..])?.contains("user:42"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod filter;
 mod fingerprint;
 pub mod guard;
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+mod secret;
 mod sharded;
 mod sizing;
 pub mod snapshot;
 mod stats;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "sqlite", feature = "postgres", feature = "redis")))
+)]
 pub mod stores;
 mod sync;
 mod table;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 
 pub use crate::error::{BuildError, InsertError, SnapshotError};

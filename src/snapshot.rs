@@ -124,16 +124,178 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use ahash::RandomState;
+use xxhash_rust::xxh64::{xxh64, Xxh64};
 
 use crate::error::SnapshotError;
 use crate::filter::{CuckooFilter, Displacement, Growth};
-use crate::guard::SealSecret;
+use crate::secret::SealSecret;
 use crate::sizing::buckets_for;
 use crate::table::{Extra, Table, Tables, MAX_PATH_LEN};
 
-mod xxh64;
+impl<S: BuildHasher> CuckooFilter<S> {
+    /// Writes a snapshot of the filter to `w` while other threads keep reading and writing
+    /// it (the [`snapshot`](crate::snapshot) module documents the format and the protocol).
+    ///
+    /// The snapshot holds every key whose insert returned before this call and that was not
+    /// removed before it returned; keys inserted or removed during the call may or may not be
+    /// in it. Writes go to `w` in chunks of up to 64 KiB; a slow `w` only makes the copy
+    /// take longer (and the writers that move fingerprints across its position log a few
+    /// more extras). One snapshot of a filter runs at a time; a second call waits.
+    ///
+    /// The snapshot holds the filter's hash keys: see the [module documentation](crate::snapshot#the-file-holds-the-hash-keys)
+    /// before storing it anywhere but a private file ([`write_snapshot_file`](Self::write_snapshot_file)).
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Io`] if writing fails; the filter is unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// filter.insert("user:42")?;
+    /// let mut bytes = Vec::new();
+    /// let written = filter.write_snapshot(&mut bytes)?;
+    /// assert_eq!(written.bytes, bytes.len() as u64);
+    /// let restored = CuckooFilter::read_snapshot(&bytes[..])?;
+    /// assert!(restored.contains("user:42"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_snapshot<W: Write>(&self, w: W) -> Result<SnapshotWritten, SnapshotError> {
+        write(self, w, 0)
+    }
 
-use self::xxh64::{xxh64, Xxh64};
+    /// [`write_snapshot`](Self::write_snapshot) to a file at `path`: created readable only by
+    /// its owner (mode `0600` on Unix, because it holds the hash keys), written under a
+    /// temporary name in the same directory, synced, and renamed over `path`, so a reader
+    /// finds the old file or the whole new one. Each call has its own temporary file
+    /// (`.NAME.PID.RANDOM.tmp`), so writes of one path at once do not mix; one that a crash
+    /// interrupts stays behind (owner-only) and may be deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Io`] if the file cannot be created, written, synced or renamed; the
+    /// temporary file is removed and an existing file at `path` is left as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("users.cgsnap");
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// filter.insert(&7u64)?;
+    /// filter.write_snapshot_file(&path)?;
+    /// # #[cfg(unix)]
+    /// # {
+    /// use std::os::unix::fs::PermissionsExt;
+    /// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+    /// # }
+    /// assert!(CuckooFilter::read_snapshot_file(&path)?.contains(&7u64));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_snapshot_file(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<SnapshotWritten, SnapshotError> {
+        write_file(self, path.as_ref(), None)
+    }
+
+    /// Reads a snapshot of a filter that hashed with `hasher` (one built with
+    /// [`Builder::hasher`](crate::Builder::hasher)), checking that `hasher` hashes as the
+    /// snapshot's filter did.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_snapshot`](CuckooFilter::read_snapshot), except that a snapshot without hash
+    /// keys is accepted; [`SnapshotError::HasherMismatch`] if `hasher` hashes differently.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::hash::BuildHasherDefault;
+    /// use std::collections::hash_map::DefaultHasher;
+    /// use cuckoo_guard::{CuckooFilter, SnapshotError};
+    ///
+    /// type Fixed = BuildHasherDefault<DefaultHasher>;
+    /// let filter = CuckooFilter::builder().capacity(100).hasher(Fixed::default()).build()?;
+    /// filter.insert("a")?;
+    /// let mut bytes = Vec::new();
+    /// filter.write_snapshot(&mut bytes)?;
+    /// assert!(matches!(CuckooFilter::read_snapshot(&bytes[..]), Err(SnapshotError::HashKeysMissing)));
+    /// let restored = CuckooFilter::read_snapshot_with_hasher(&bytes[..], Fixed::default())?;
+    /// assert!(restored.contains("a"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_snapshot_with_hasher<R: Read>(r: R, hasher: S) -> Result<Self, SnapshotError> {
+        read(r, |_| Ok((hasher, None)))
+    }
+}
+
+impl CuckooFilter<RandomState> {
+    /// Reads a snapshot written by [`write_snapshot`](CuckooFilter::write_snapshot): the
+    /// filter as it was, with its hash keys, configuration and fingerprints.
+    ///
+    /// Everything is checked before the filter is returned: the magic bytes, the format
+    /// version, both checksums, every header field, and a probe hash that this build's ahash
+    /// must reproduce under the file's keys. Reads exactly the snapshot's bytes from `r`.
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Truncated`], [`BadMagic`](SnapshotError::BadMagic),
+    /// [`UnsupportedVersion`](SnapshotError::UnsupportedVersion),
+    /// [`HeaderChecksum`](SnapshotError::HeaderChecksum),
+    /// [`BodyChecksum`](SnapshotError::BodyChecksum),
+    /// [`InvalidHeader`](SnapshotError::InvalidHeader) or
+    /// [`InvalidBody`](SnapshotError::InvalidBody) for damaged or foreign input;
+    /// [`HasherMismatch`](SnapshotError::HasherMismatch) if this build hashes differently;
+    /// [`HashKeysMissing`](SnapshotError::HashKeysMissing) for a filter that used a caller's
+    /// hasher; [`AllocationFailed`](SnapshotError::AllocationFailed),
+    /// [`Overfull`](SnapshotError::Overfull) or [`Io`](SnapshotError::Io).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::{CuckooFilter, SnapshotError};
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// filter.insert(&1u64)?;
+    /// let mut bytes = Vec::new();
+    /// filter.write_snapshot(&mut bytes)?;
+    /// assert!(CuckooFilter::read_snapshot(&bytes[..])?.contains(&1u64));
+    ///
+    /// bytes[200] ^= 0x10; // one flipped bit in the tables
+    /// let error = CuckooFilter::read_snapshot(&bytes[..]).unwrap_err();
+    /// assert!(matches!(error, SnapshotError::BodyChecksum));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_snapshot<R: Read>(r: R) -> Result<Self, SnapshotError> {
+        read(r, ahash_of)
+    }
+
+    /// [`read_snapshot`](Self::read_snapshot) from the file at `path`, buffered; a file with
+    /// bytes after the snapshot is refused ([`SnapshotError::TrailingData`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`read_snapshot`](Self::read_snapshot), plus [`SnapshotError::Io`] if the file cannot
+    /// be opened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::{CuckooFilter, SnapshotError};
+    ///
+    /// let missing = CuckooFilter::read_snapshot_file("/nonexistent/users.cgsnap");
+    /// assert!(matches!(missing, Err(SnapshotError::Io(_))));
+    /// ```
+    pub fn read_snapshot_file(path: impl AsRef<Path>) -> Result<Self, SnapshotError> {
+        read_file(path.as_ref(), |r| Self::read_snapshot(r))
+    }
+}
 
 /// The first 8 bytes of every snapshot.
 const MAGIC: [u8; 8] = *b"\x89CUCKOO\n";
@@ -440,7 +602,7 @@ fn decode(bytes: &[u8], width: usize, values: &mut [u64]) {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Written {
+pub struct SnapshotWritten {
     /// Bytes written.
     pub bytes: u64,
     /// Fingerprints in the snapshot, extras included.
@@ -454,9 +616,9 @@ pub(crate) fn write<S: BuildHasher>(
     filter: &CuckooFilter<S>,
     mut w: impl Write,
     tag: u64,
-) -> Result<Written, SnapshotError> {
+) -> Result<SnapshotWritten, SnapshotError> {
     let tables = filter.tables();
-    // A key inserted before this call is in a table this load counts (growth [G2]).
+    // A key inserted before this call is in a table this load counts (growth [growth.G2]).
     let grown = tables.growth_steps();
     let header = Header::of(filter, grown + 1, tag);
     w.write_all(&header.encode())?;
@@ -496,7 +658,7 @@ pub(crate) fn write<S: BuildHasher>(
     w.write_all(&count)?;
     w.write_all(&sum.digest().to_le_bytes())?;
     w.flush()?;
-    Ok(Written {
+    Ok(SnapshotWritten {
         bytes: written + 16,
         items,
         extras: extras_total,
@@ -530,7 +692,7 @@ pub(crate) fn write_file<S: BuildHasher>(
     filter: &CuckooFilter<S>,
     path: &Path,
     seal: Option<&SealSecret>,
-) -> Result<Written, SnapshotError> {
+) -> Result<SnapshotWritten, SnapshotError> {
     let name = path.file_name().ok_or_else(|| {
         SnapshotError::Io(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

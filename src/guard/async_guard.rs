@@ -648,6 +648,7 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
     /// # Ok(()) }
     /// ```
     #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn seal_periodically(&self, path: impl AsRef<Path>, every: Duration) -> PeriodicSeal
     where
         St: 'static,

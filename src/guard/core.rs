@@ -68,16 +68,18 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{FilterRef, GuardError, GuardStats, RebuildPolicy, Written};
+use super::{GuardError, GuardStats, RebuildPolicy, Written};
 use crate::sharded::{bump, Sharded};
 use crate::sync::{pin, AtomicU32, AtomicU64, Ordering, Published};
 use crate::{CuckooFilter, InsertError};
 
+mod filter_ref;
 mod gate;
 pub(crate) mod rebuild;
 mod seal;
 mod warm_up;
 
+pub use self::filter_ref::FilterRef;
 use self::gate::Gate;
 use self::rebuild::RebuildLog;
 pub(super) use self::rebuild::{RebuildClaim, Triggered};

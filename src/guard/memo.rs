@@ -14,26 +14,26 @@
 //! memo's life, unlike a filter's, so a key's slot never moves), holds under one mutex: a
 //! `version`, a count of puts in flight (`writing`), a `disabled` mark and at most one entry.
 //!
-//! - **[M1] A put** of a key, before its store write: bumps its slot's `version`, counts
+//! - **[memo.M1] A put** of a key, before its store write: bumps its slot's `version`, counts
 //!   itself in `writing`, and removes the slot's entry if it is this key (the same rule as the
 //!   filter's insert: nothing may answer "absent" once the write can become visible). Every
 //!   put does so, creates and updates alike, since its outcome is known only afterwards.
-//! - **[M2] A put ends** after its store write returned: a write that landed (created or
+//! - **[memo.M2] A put ends** after its store write returned: a write that landed (created or
 //!   updated) or definitely failed uncounts itself. A write whose outcome is unknown, or that
 //!   never returned (a dropped future, a panic), may land at any later time: it uncounts
 //!   itself and **disables** the slot, which then never takes an entry again.
-//! - **[M3] A lookup** the filter admitted, before its store read: if the slot's entry is the
+//! - **[memo.M3] A lookup** the filter admitted, before its store read: if the slot's entry is the
 //!   key, answers "absent" (a memo hit, no store read). Otherwise it notes the slot's
 //!   `version`, but only if no put is in flight there and the slot is enabled (else it will
 //!   install nothing).
-//! - **[M4] The lookup installs** after the store answered "absent": only if it noted a
+//! - **[memo.M4] The lookup installs** after the store answered "absent": only if it noted a
 //!   version and the slot's `version` still equals it. The entry replaces whatever the slot
 //!   held (one entry per slot: the newest absent key wins; an evicted entry costs a store read,
 //!   never a wrong answer). A lookup that read a value, failed, or was dropped installs
 //!   nothing.
-//! - **[M5] A rebuild starts** (either guard's rebuild, automatic or requested, before its
+//! - **[memo.M5] A rebuild starts** (either guard's rebuild, automatic or requested, before its
 //!   scan): every slot drops its entry and bumps its `version`. Rows written behind the
-//!   guard's back (not through a put, so no [M1]) are picked up by the rebuild's scan; the
+//!   guard's back (not through a put, so no [memo.M1]) are picked up by the rebuild's scan; the
 //!   clear makes the memo pick them up too. It takes each slot's lock in turn and does no I/O.
 //!   Disabled slots stay disabled: a write of unknown outcome may land after the rebuild.
 //!
@@ -41,32 +41,32 @@
 //!
 //! # Why an entry never hides a row
 //!
-//! An entry for key `k` exists only if a lookup installed it ([M4]) and no put of `k` began
-//! since ([M1] removes it, under the slot's lock, so the removal and the install are ordered).
-//! Take a lookup that installs `k`, having noted version `v` ([M3]) and read "absent":
+//! An entry for key `k` exists only if a lookup installed it ([memo.M4]) and no put of `k` began
+//! since ([memo.M1] removes it, under the slot's lock, so the removal and the install are ordered).
+//! Take a lookup that installs `k`, having noted version `v` ([memo.M3]) and read "absent":
 //!
-//! - A put of `k` that began after the note: its [M1] and the install take the slot's lock one
-//!   after the other. [M1] first: the version moved, the install is refused. The install
-//!   first: [M1] removes the entry, before the put's store write.
-//! - A put of `k` in flight at the note (between its [M1] and its [M2]) made the lookup note
+//! - A put of `k` that began after the note: its [memo.M1] and the install take the slot's lock one
+//!   after the other. [memo.M1] first: the version moved, the install is refused. The install
+//!   first: [memo.M1] removes the entry, before the put's store write.
+//! - A put of `k` in flight at the note (between its [memo.M1] and its [memo.M2]) made the lookup note
 //!   nothing, so it installs nothing.
-//! - A put of `k` that ended before the note ([M2] for a write that landed) had its store
+//! - A put of `k` that ended before the note ([memo.M2] for a write that landed) had its store
 //!   write return before the lookup's store read began, so that read saw the row (the store
 //!   contract: a read sees every write that returned before it began): it did not answer
 //!   "absent". One whose outcome was unknown disabled the slot for good, so its write landing
-//!   late cannot meet an entry. One whose key comparison panicked in [M1] is never uncounted,
+//!   late cannot meet an entry. One whose key comparison panicked in [memo.M1] is never uncounted,
 //!   so the slot notes no version again.
 //!
 //! So every entry is a key that was absent at a store read after the last put of it ended, with
 //! no put of it begun since: it is absent now. A lookup that begins after a create returned
-//! finds no entry for that key (the create's [M1] removed it, and no later install survives
-//! the checks above). Entries record the store, not a filter, and every put goes through [M1]
+//! finds no entry for that key (the create's [memo.M1] removed it, and no later install survives
+//! the checks above). Entries record the store, not a filter, and every put goes through [memo.M1]
 //! whatever filters are published.
 //!
 //! A row written behind the guard's back, whose write returned before a rebuild started, is
-//! found by every lookup that begins after the rebuild started ([M5]): an entry installed
+//! found by every lookup that begins after the rebuild started ([memo.M5]): an entry installed
 //! before the clear is gone; a lookup that noted its version before the clear is refused at
-//! [M4] (the version moved), whenever it read the store; a lookup that notes after the clear
+//! [memo.M4] (the version moved), whenever it read the store; a lookup that notes after the clear
 //! reads the store after the write returned, so it sees the row. Only the version bump covers
 //! the lookup that noted before the clear, read the store before the write and installs after
 //! the clear.
@@ -74,7 +74,7 @@
 //! `with_memo` replaces the memo of a guard it holds alone (no lookup or put in flight). The
 //! new memo cannot know which of its slots the keys of earlier puts of unknown outcome map to,
 //! and their writes may still land: if the old memo saw any such put (`unknown_put`, recorded
-//! by [M2] even by a memo of 0 slots), every slot of the new one starts disabled. A memo of 0
+//! by [memo.M2] even by a memo of 0 slots), every slot of the new one starts disabled. A memo of 0
 //! slots is off: lookups go to the store as without it.
 //!
 //! All of it holds under each slot's mutex; the one atomic, `unknown_put`, is read only by a
@@ -127,12 +127,12 @@ impl fmt::Display for MemoError {
 
 impl std::error::Error for MemoError {}
 
-/// One slot ([M1]-[M4]).
+/// One slot ([memo.M1]-[memo.M4]).
 #[derive(Debug)]
 struct Slot<K> {
     /// Bumped by every put of a key of this slot, before its store write.
     version: u64,
-    /// Puts of keys of this slot between [M1] and [M2].
+    /// Puts of keys of this slot between [memo.M1] and [memo.M2].
     writing: u64,
     /// Set by a put whose outcome is unknown: the slot never takes an entry again.
     disabled: bool,
@@ -144,17 +144,17 @@ struct Slot<K> {
 #[cfg(cuckoo_loom)]
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Broken {
-    /// [M4]: installs without comparing the version.
+    /// [memo.M4]: installs without comparing the version.
     pub(crate) install_unchecked: bool,
-    /// [M1]: a put leaves the slot's entry in place.
+    /// [memo.M1]: a put leaves the slot's entry in place.
     pub(crate) clear_skipped: bool,
-    /// [M3]: notes the version even while a put is in flight.
+    /// [memo.M3]: notes the version even while a put is in flight.
     pub(crate) writing_ignored: bool,
-    /// [M2]: a put of unknown outcome uncounts itself without disabling the slot.
+    /// [memo.M2]: a put of unknown outcome uncounts itself without disabling the slot.
     pub(crate) unknown_forgotten: bool,
-    /// [M1]/[M2]: `writing` is a flag, cleared by the first put that ends.
+    /// [memo.M1]/[memo.M2]: `writing` is a flag, cleared by the first put that ends.
     pub(crate) writing_as_flag: bool,
-    /// [M5]: a rebuild's clear drops the entries but keeps the versions.
+    /// [memo.M5]: a rebuild's clear drops the entries but keeps the versions.
     pub(crate) rebuild_version_kept: bool,
     /// `with_memo`: the new memo forgets that a put of unknown outcome was seen.
     pub(crate) resize_forgets: bool,
@@ -164,7 +164,7 @@ pub(crate) struct Broken {
 pub(super) struct Memo<K> {
     slots: Box<[Mutex<Slot<K>>]>,
     hasher: RandomState,
-    /// Set by [M2] for a put of unknown outcome, with or without slots.
+    /// Set by [memo.M2] for a put of unknown outcome, with or without slots.
     unknown_put: AtomicBool,
     #[cfg(cuckoo_loom)]
     pub(crate) broken: Broken,
@@ -178,7 +178,7 @@ impl<K> fmt::Debug for Memo<K> {
     }
 }
 
-/// What a lookup found in the memo before its store read ([M3]).
+/// What a lookup found in the memo before its store read ([memo.M3]).
 #[derive(Debug)]
 #[must_use]
 pub(super) enum Probe {
@@ -191,7 +191,7 @@ pub(super) enum Probe {
     Skip,
 }
 
-/// A put between [M1] and [M2]. Dropped without [`end`](Self::end) (a dropped future, a
+/// A put between [memo.M1] and [memo.M2]. Dropped without [`end`](Self::end) (a dropped future, a
 /// panic), it disables its slot: the write may still land.
 #[derive(Debug)]
 #[must_use]
@@ -199,7 +199,7 @@ pub(super) struct MemoWrite<'m, K> {
     memo: &'m Memo<K>,
     /// The key's slot; `None` in a memo of 0 slots, which still records an unknown outcome.
     slot: Option<usize>,
-    /// Until [M2] ran.
+    /// Until [memo.M2] ran.
     open: bool,
 }
 
@@ -247,7 +247,7 @@ impl<K> Memo<K> {
             }
         }
         // ORDERING: unknown put -> `with_memo`: the caller holds the guard's only reference
-        // (`Arc::get_mut`), whose acquire of the reference count orders every [M2] of another
+        // (`Arc::get_mut`), whose acquire of the reference count orders every [memo.M2] of another
         // holder (done before it dropped its reference) before this load.
         if self.unknown_put.load(Ordering::Relaxed) {
             for slot in memo.slots.iter() {
@@ -259,7 +259,7 @@ impl<K> Memo<K> {
         memo
     }
 
-    /// [M5]: a rebuild starts. Every slot drops its entry and bumps its version, so a lookup
+    /// [memo.M5]: a rebuild starts. Every slot drops its entry and bumps its version, so a lookup
     /// that noted a version before cannot install after.
     pub(super) fn forget_all(&self) {
         for slot in self.slots.iter() {
@@ -275,7 +275,7 @@ impl<K> Memo<K> {
         }
     }
 
-    /// [M2] for the put whose slot is `slot`.
+    /// [memo.M2] for the put whose slot is `slot`.
     fn end_write(&self, slot: Option<usize>, landed_or_failed: bool) {
         if !landed_or_failed {
             // ORDERING: unknown put -> `with_memo` (see `resized`).
@@ -310,7 +310,7 @@ impl<K: Hash + Eq + Clone> Memo<K> {
         Some((self.hasher.hash_one(key) % self.slots.len() as u64) as usize)
     }
 
-    /// [M3]: before the store read of a lookup the filter decided as `admission`.
+    /// [memo.M3]: before the store read of a lookup the filter decided as `admission`.
     pub(super) fn probe(&self, key: &K, admission: Admission) -> Probe {
         if admission != Admission::Pass {
             return Probe::Skip;
@@ -335,7 +335,7 @@ impl<K: Hash + Eq + Clone> Memo<K> {
         }
     }
 
-    /// [M4]: after the store read; installs `key` if the store answered absent and no put of
+    /// [memo.M4]: after the store read; installs `key` if the store answered absent and no put of
     /// a key of its slot began since the probe. Returns whether it installed.
     pub(super) fn settle<V, E>(
         &self,
@@ -363,7 +363,7 @@ impl<K: Hash + Eq + Clone> Memo<K> {
         true
     }
 
-    /// [M1]: before the store write of a put of `key`.
+    /// [memo.M1]: before the store write of a put of `key`.
     pub(super) fn begin_write(&self, key: &K) -> MemoWrite<'_, K> {
         let Some(index) = self.slot_of(key) else {
             return MemoWrite {
@@ -394,7 +394,7 @@ impl<K: Hash + Eq + Clone> Memo<K> {
 }
 
 impl<K> MemoWrite<'_, K> {
-    /// [M2]: the store write returned; `known` if it landed or definitely failed, `false` if
+    /// [memo.M2]: the store write returned; `known` if it landed or definitely failed, `false` if
     /// it may still land.
     pub(super) fn end(mut self, known: bool) {
         self.open = false;
@@ -527,7 +527,7 @@ mod tests {
         ));
     }
 
-    /// [M1]'s comparison panics while the slot is locked: the put must unwind (its caller
+    /// [memo.M1]'s comparison panics while the slot is locked: the put must unwind (its caller
     /// sees the panic), and the slot must stay usable, refusing installs.
     #[test]
     fn memo_review_a_panicking_eq_in_a_put_leaves_the_slot_usable() {

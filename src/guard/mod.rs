@@ -143,7 +143,6 @@ mod memory;
 mod periodic;
 mod rebuild;
 mod restart;
-mod secret;
 mod store;
 mod sync_guard;
 
@@ -151,17 +150,18 @@ use std::fmt;
 
 pub use self::async_guard::AsyncCacheGuard;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use self::blocking::{Blocking, BlockingError};
-pub use self::core::Admission;
+pub use self::core::{Admission, FilterRef};
 pub use self::driver::RebuildDriver;
 pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
-pub use self::rebuild::{FilterRef, PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
+pub use self::rebuild::{PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
 pub use self::restart::{Exposure, Restart, Sealed};
-pub use self::secret::{SealSecret, SEAL_SECRET_LEN};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
+pub use crate::secret::{SealSecret, SEAL_SECRET_LEN};
 
 use crate::{BuildError, InsertError, SnapshotError};
 

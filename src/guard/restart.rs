@@ -89,7 +89,7 @@ use std::path::Path;
 
 use super::SealSecret;
 use crate::error::SnapshotError;
-use crate::snapshot::{SealedFile, Written};
+use crate::snapshot::{SealedFile, SnapshotWritten};
 use crate::CuckooFilter;
 
 /// How [`CacheGuard::restore`](super::CacheGuard::restore) started a guard.
@@ -212,7 +212,7 @@ pub struct Sealed {
     /// The seal's public id ([`SealSecret::id`]), in the snapshot's header.
     pub seal: u64,
     /// The snapshot written.
-    pub written: Written,
+    pub written: SnapshotWritten,
 }
 
 /// A new seal secret, or the seal's error if the operating system has no randomness.

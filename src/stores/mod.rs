@@ -26,10 +26,13 @@ mod redis;
 mod sqlite;
 
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use self::postgres::{PostgresStore, PostgresStoreBuilder, PostgresStoreError};
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{RedisStore, RedisStoreBuilder, RedisStoreError};
 #[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use self::sqlite::{SqliteStore, SqliteStoreBuilder, SqliteStoreError};
 
 /// A Rust type the SQL adapters can map to a column, for the tables they create.

@@ -13,37 +13,37 @@
 //! straddles the copier that way, and if it may, logs `(d, f)` as an *extra*: a copy the
 //! snapshot adds to `d`'s pair when it is loaded.
 //!
-//! - **\[C1\] Start and end.** The copier sets `active` (Relaxed), then takes and releases
+//! - **\[copy.C1\] Start and end.** The copier sets `active` (Relaxed), then takes and releases
 //!   every stripe lock in turn (the *handshake*). A writer reads `active` under its stripe
 //!   locks: one that locked a stripe after the handshake passed it sees `true`; one that held
 //!   a lock before made its stores before the copier's first read, which the handshake's
 //!   Acquire orders after them. At the end the copier clears `active` and hands over again, so
 //!   every writer that saw `true` has finished logging (it logs before it unlocks) before the
 //!   copier collects the extras.
-//! - **\[C2\] Announce, then read.** For each chunk of buckets `[c, e)`, the copier stores
+//! - **\[copy.C2\] Announce, then read.** For each chunk of buckets `[c, e)`, the copier stores
 //!   `announced = e` (Relaxed), issues `fence(SeqCst)`, loads the chunk's words (Acquire), and
 //!   stores `read = e` (Release).
-//! - **\[C3\] Before a take's stores** (while `active`), the writer loads `read` (Acquire).
+//! - **\[copy.C3\] Before a take's stores** (while `active`), the writer loads `read` (Acquire).
 //!   If the bucket it takes from, `s`, is below it, the copier finished reading `s` before
-//!   the take (the Release store of \[C2\] follows that read), so the copy was read in `s` and
+//!   the take (the Release store of \[copy.C2\] follows that read), so the copy was read in `s` and
 //!   the take needs no log. A remove that finds its fingerprint in both buckets takes the
 //!   copy from a bucket below `read` if one is: the copy it leaves is then read later (or
 //!   was read already), and nothing is logged. This avoids most extras that duplicate a
 //!   copy the copier also read.
-//! - **\[C4\] After a take's stores**, still under its locks, a writer whose `s` was not
+//! - **\[copy.C4\] After a take's stores**, still under its locks, a writer whose `s` was not
 //!   below `read` issues `fence(SeqCst)` and loads `announced` (Relaxed). If the pair's other
 //!   bucket `d` holds `f` (a hop has just put it there; a remove checks) and `d` is below
 //!   `announced`, it logs `(d, f)`.
 //!
 //! # Why the snapshot misses no key
 //!
-//! The two `SeqCst` fences of \[C2\] and \[C4\] are ordered one way or the other. If the
+//! The two `SeqCst` fences of \[copy.C2\] and \[copy.C4\] are ordered one way or the other. If the
 //! writer's comes first, the copier's later loads of every bucket it had not yet announced
 //! see the writer's stores (a put into `d` or any later store): `d` is read after the take.
 //! If the copier's comes first, the writer's load of `announced` sees `d`'s chunk announced
 //! and the writer logs. So a take whose copy could leave the words the copier reads (taken
 //! from an unread `s`, standing on in a `d` read before its arrival) always leaves an extra
-//! behind, and a take from a bucket already read \[C3\] takes a copy the copier has. By
+//! behind, and a take from a bucket already read \[copy.C3\] takes a copy the copier has. By
 //! induction over the takes that move a key's standing copy during the copy (each hop or
 //! hand-over is one take, checked on its own), every key whose insert returned before the
 //! copy began and that is not removed has a copy in the words read or in the extras. A key
@@ -58,12 +58,12 @@
 //! duplicate is a stale copy after the key's removal, a false positive. It also takes a slot:
 //! a snapshot of a table so full that its duplicates find no room, even by random walks, is
 //! refused when loaded (`SnapshotError::Overfull`), never loaded without a key. The ignored
-//! loom models `loom_c3_*_residual_duplicate` show both.
+//! loom models `loom_copy_*_residual_duplicate` show both.
 //!
 //! A copy whose sink panics unwinds through its end handshake; the extras it collected are
 //! dropped at the next copy's start.
 //!
-//! The loom models in `table::copy::loom_tests` (`loom_c*`) check each step beside a broken
+//! The loom models in `table::copy::loom_tests` (`loom_copy_*`) check each step beside a broken
 //! variant.
 
 use std::sync::PoisonError;
@@ -78,68 +78,66 @@ pub(crate) struct Extra {
     pub(crate) fp: u64,
 }
 
-/// A test-only broken step of the copy protocol, for the loom negative controls.
-#[cfg(test)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Broken {
-    /// The protocol as documented.
-    #[default]
-    None,
-    /// \[C4\] never logs.
-    NoLog,
-    /// \[C4\] without its `SeqCst` fence.
-    NoWriterFence,
-    /// \[C2\] without its `SeqCst` fence.
-    NoCopierFence,
-    /// \[C3\] loads `read` after the take's stores instead of before.
-    ReadBoundAfterTake,
-    /// \[C1\] without the start handshake.
-    NoStartHandshake,
-    /// \[C1\] without the end handshake: the extras are collected at once.
-    NoEndHandshake,
+/// The copy protocol broken on purpose, one step per field: the loom models' negative
+/// controls (`loom_copy_control_<field>`).
+#[cfg(cuckoo_loom)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Broken {
+    /// \[copy.C4\]: a writer never logs its extra.
+    pub(crate) no_log: bool,
+    /// \[copy.C4\]: a writer logs without its `SeqCst` fence.
+    pub(crate) writer_unfenced: bool,
+    /// \[copy.C2\]: the copier reads without its `SeqCst` fence.
+    pub(crate) copier_unfenced: bool,
+    /// \[copy.C3\]: a writer loads `read` after its take's stores instead of before.
+    pub(crate) read_bound_after_take: bool,
+    /// \[copy.C1\]: the copy starts without the start handshake.
+    pub(crate) no_start_handshake: bool,
+    /// \[copy.C1\]: the copy collects the extras without the end handshake.
+    pub(crate) no_end_handshake: bool,
     /// `run` keeps `announced` and `read` from the copy before.
-    NoReset,
-    /// \[C3\] a remove that finds its fingerprint in both buckets takes it from the primary
-    /// first even if the alternate was read.
-    NoReorder,
+    pub(crate) no_reset: bool,
+    /// \[copy.C3\]: a remove that finds its fingerprint in both buckets takes it from the
+    /// primary first even if the alternate was read.
+    pub(crate) no_reorder: bool,
 }
 
 /// What the loom models observe of a copy, logged in execution order.
 #[cfg(all(test, cuckoo_loom))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// The copier stored `active = true` \[C1\].
+    /// The copier stored `active = true` \[copy.C1\].
     Started,
-    /// The copier stored `active = false` \[C1\].
+    /// The copier stored `active = false` \[copy.C1\].
     Ending,
     /// The copier took the extras (logged under their lock).
     Collected,
-    /// A take's \[C3\]: `read` as loaded, or `None` if it saw no copy running.
+    /// A take's \[copy.C3\]: `read` as loaded, or `None` if it saw no copy running.
     Watched(Option<u64>),
-    /// A take logged an extra \[C4\] (logged under the extras' lock).
+    /// A take logged an extra \[copy.C4\] (logged under the extras' lock).
     Logged,
 }
 
 /// The state a table keeps for its copier.
 #[derive(Debug)]
 pub(crate) struct CopyState {
-    /// Whether a copy is running \[C1\].
+    /// Whether a copy is running \[copy.C1\].
     active: AtomicBool,
-    /// Buckets below this may have been read \[C2\].
+    /// Buckets below this may have been read \[copy.C2\].
     announced: AtomicU64,
-    /// Buckets below this have been read \[C2\].
+    /// Buckets below this have been read \[copy.C2\].
     read: AtomicU64,
-    /// Extras logged by writers \[C4\].
+    /// Extras logged by writers \[copy.C4\].
     extras: Mutex<Vec<Extra>>,
     /// Held by the copier: one copy of a table at a time.
     running: Mutex<()>,
-    #[cfg(test)]
+    #[cfg(cuckoo_loom)]
     pub(crate) broken: Broken,
     #[cfg(all(test, cuckoo_loom))]
     events: std::sync::Mutex<Vec<Event>>,
 }
 
-/// What a writer learned at \[C3\]: whether its take must be checked after its stores.
+/// What a writer learned at \[copy.C3\]: whether its take must be checked after its stores.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Watch {
     /// `read` as loaded before the take's stores.
@@ -147,7 +145,7 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Whether the copier had finished reading `bucket` when the watch was taken \[C3\].
+    /// Whether the copier had finished reading `bucket` when the watch was taken \[copy.C3\].
     #[inline]
     pub(crate) fn has_read(self, bucket: usize) -> bool {
         (bucket as u64) < self.read
@@ -162,8 +160,8 @@ impl CopyState {
             read: AtomicU64::new(0),
             extras: Mutex::new(Vec::new()),
             running: Mutex::new(()),
-            #[cfg(test)]
-            broken: Broken::None,
+            #[cfg(cuckoo_loom)]
+            broken: Broken::default(),
             #[cfg(all(test, cuckoo_loom))]
             events: std::sync::Mutex::new(Vec::new()),
         }
@@ -190,21 +188,21 @@ impl CopyState {
     }
 
     /// Whether a remove that finds its fingerprint in both buckets takes it from a bucket
-    /// already read first \[C3\].
+    /// already read first \[copy.C3\].
     #[inline(always)]
     pub(crate) fn reorders(&self) -> bool {
-        #[cfg(test)]
-        let reorders = self.broken != Broken::NoReorder;
-        #[cfg(not(test))]
+        #[cfg(cuckoo_loom)]
+        let reorders = !self.broken.no_reorder;
+        #[cfg(not(cuckoo_loom))]
         let reorders = true;
         reorders
     }
 
-    /// \[C3\], called under the stripe locks of a take's buckets before its stores: `None`
+    /// \[copy.C3\], called under the stripe locks of a take's buckets before its stores: `None`
     /// when no copy runs (the common case: one Relaxed load of a word only a copier writes).
     #[inline(always)]
     pub(crate) fn watch(&self) -> Option<Watch> {
-        // ORDERING: Relaxed; [C1] the handshake orders the copier's store before every lock
+        // ORDERING: Relaxed; [copy.C1] the handshake orders the copier's store before every lock
         // taken after it, and this load is made under such a lock.
         let watch = if self.active.load(Ordering::Relaxed) {
             self.watch_active()
@@ -219,22 +217,22 @@ impl CopyState {
     #[cold]
     #[inline(never)]
     fn watch_active(&self) -> Option<Watch> {
-        #[cfg(test)]
-        if self.broken == Broken::ReadBoundAfterTake {
+        #[cfg(cuckoo_loom)]
+        if self.broken.read_bound_after_take {
             return Some(Watch { read: u64::MAX });
         }
-        // ORDERING: Acquire; [C3] pairs with the Release store of `read` in [C2]: a bucket
+        // ORDERING: Acquire; [copy.C3] pairs with the Release store of `read` in [copy.C2]: a bucket
         // below this bound was read before this take's stores.
         let read = self.read.load(Ordering::Acquire);
         Some(Watch { read })
     }
 
-    /// \[C4\], called under the same locks after a take of `fp` from bucket `taken`, whose
+    /// \[copy.C4\], called under the same locks after a take of `fp` from bucket `taken`, whose
     /// pair's other bucket `other` holds a copy of `fp` (checked by the caller).
     #[inline]
     pub(crate) fn after_take(&self, watch: Watch, taken: usize, other: usize, fp: u64) {
-        #[cfg(test)]
-        let watch = if self.broken == Broken::ReadBoundAfterTake {
+        #[cfg(cuckoo_loom)]
+        let watch = if self.broken.read_bound_after_take {
             // ORDERING: Acquire; the broken variant's late load.
             let read = self.read.load(Ordering::Acquire);
             Watch { read }
@@ -250,21 +248,21 @@ impl CopyState {
     #[cold]
     #[inline(never)]
     fn check_straddle(&self, other: usize, fp: u64) {
-        #[cfg(test)]
-        if self.broken == Broken::NoLog {
+        #[cfg(cuckoo_loom)]
+        if self.broken.no_log {
             return;
         }
-        #[cfg(test)]
-        let fenced = self.broken != Broken::NoWriterFence;
-        #[cfg(not(test))]
+        #[cfg(cuckoo_loom)]
+        let fenced = !self.broken.writer_unfenced;
+        #[cfg(not(cuckoo_loom))]
         let fenced = true;
         if fenced {
-            // ORDERING: SeqCst fence; [C4] against the copier's fence of [C2]: either the
+            // ORDERING: SeqCst fence; [copy.C4] against the copier's fence of [copy.C2]: either the
             // copier's later loads see this take's stores, or the load below sees the
             // copier's announcement.
             fence(Ordering::SeqCst);
         }
-        // ORDERING: Relaxed; [C4] ordered after this take's stores by the fence above.
+        // ORDERING: Relaxed; [copy.C4] ordered after this take's stores by the fence above.
         if (other as u64) < self.announced.load(Ordering::Relaxed) {
             let mut extras = self.extras.lock().unwrap_or_else(PoisonError::into_inner);
             extras.push(Extra { bucket: other, fp });
@@ -273,20 +271,20 @@ impl CopyState {
         }
     }
 
-    /// Runs a copy: \[C1\] start, `body` (which reads the words in chunks through
-    /// [`Chunks`]), \[C1\] end, and returns `body`'s result with the extras.
+    /// Runs a copy: \[copy.C1\] start, `body` (which reads the words in chunks through
+    /// [`Chunks`]), \[copy.C1\] end, and returns `body`'s result with the extras.
     pub(crate) fn run<T>(
         &self,
         stripes: &[AtomicU64],
         body: impl FnOnce(&mut Chunks<'_>) -> T,
     ) -> (T, Vec<Extra>) {
         let _one_copier = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        #[cfg(test)]
-        let reset = self.broken != Broken::NoReset;
-        #[cfg(not(test))]
+        #[cfg(cuckoo_loom)]
+        let reset = !self.broken.no_reset;
+        #[cfg(not(cuckoo_loom))]
         let reset = true;
         if reset {
-            // ORDERING: Relaxed; published to writers by the handshake below [C1].
+            // ORDERING: Relaxed; published to writers by the handshake below [copy.C1].
             self.announced.store(0, Ordering::Relaxed);
             // ORDERING: Relaxed; as above.
             self.read.store(0, Ordering::Relaxed);
@@ -297,13 +295,13 @@ impl CopyState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        // ORDERING: Relaxed; [C1] published by the handshake.
+        // ORDERING: Relaxed; [copy.C1] published by the handshake.
         self.active.store(true, Ordering::Relaxed);
         #[cfg(all(test, cuckoo_loom))]
         self.record(Event::Started);
-        #[cfg(test)]
-        let start_handshake = self.broken != Broken::NoStartHandshake;
-        #[cfg(not(test))]
+        #[cfg(cuckoo_loom)]
+        let start_handshake = !self.broken.no_start_handshake;
+        #[cfg(not(cuckoo_loom))]
         let start_handshake = true;
         if start_handshake {
             handshake(stripes);
@@ -324,14 +322,14 @@ impl CopyState {
     }
 }
 
-/// Takes and releases every stripe lock in ascending order \[C1\].
+/// Takes and releases every stripe lock in ascending order \[copy.C1\].
 fn handshake(stripes: &[AtomicU64]) {
     for stripe in stripes {
         drop(super::stripe::StripeLock::acquire(stripe));
     }
 }
 
-/// Ends a copy \[C1\], also when the copier's sink fails or panics.
+/// Ends a copy \[copy.C1\], also when the copier's sink fails or panics.
 struct Ending<'a> {
     state: &'a CopyState,
     stripes: &'a [AtomicU64],
@@ -339,13 +337,13 @@ struct Ending<'a> {
 
 impl Drop for Ending<'_> {
     fn drop(&mut self) {
-        // ORDERING: Relaxed; [C1] the handshake below waits out every writer that saw `true`.
+        // ORDERING: Relaxed; [copy.C1] the handshake below waits out every writer that saw `true`.
         self.state.active.store(false, Ordering::Relaxed);
         #[cfg(all(test, cuckoo_loom))]
         self.state.record(Event::Ending);
-        #[cfg(test)]
-        let end_handshake = self.state.broken != Broken::NoEndHandshake;
-        #[cfg(not(test))]
+        #[cfg(cuckoo_loom)]
+        let end_handshake = !self.state.broken.no_end_handshake;
+        #[cfg(not(cuckoo_loom))]
         let end_handshake = true;
         if end_handshake {
             handshake(self.stripes);
@@ -353,7 +351,7 @@ impl Drop for Ending<'_> {
     }
 }
 
-/// The copier's side of \[C2\].
+/// The copier's side of \[copy.C2\].
 #[derive(Debug)]
 pub(crate) struct Chunks<'a> {
     state: &'a CopyState,
@@ -361,21 +359,21 @@ pub(crate) struct Chunks<'a> {
 
 impl Chunks<'_> {
     /// Announces buckets up to `end`, runs `read` (the loads of the chunk), then marks them
-    /// read \[C2\].
+    /// read \[copy.C2\].
     #[inline]
     pub(crate) fn read<T>(&mut self, end: usize, read: impl FnOnce() -> T) -> T {
-        // ORDERING: Relaxed; [C2] ordered before the loads of the chunk by the fence below.
+        // ORDERING: Relaxed; [copy.C2] ordered before the loads of the chunk by the fence below.
         self.state.announced.store(end as u64, Ordering::Relaxed);
-        #[cfg(test)]
-        let fenced = self.state.broken != Broken::NoCopierFence;
-        #[cfg(not(test))]
+        #[cfg(cuckoo_loom)]
+        let fenced = !self.state.broken.copier_unfenced;
+        #[cfg(not(cuckoo_loom))]
         let fenced = true;
         if fenced {
-            // ORDERING: SeqCst fence; [C2] against a writer's fence of [C4].
+            // ORDERING: SeqCst fence; [copy.C2] against a writer's fence of [copy.C4].
             fence(Ordering::SeqCst);
         }
         let result = read();
-        // ORDERING: Release; [C2] pairs with the writer's Acquire load of [C3]: the loads
+        // ORDERING: Release; [copy.C2] pairs with the writer's Acquire load of [copy.C3]: the loads
         // above happen before any take that sees this bound.
         self.state.read.store(end as u64, Ordering::Release);
         result

@@ -9,16 +9,16 @@
 //! table keeps its own protocol (`stripe`: puts, takes, displacements within the table). This
 //! layer adds:
 //!
-//! - \[G1\] Publish. A grower holds the growth lock, checks that `grown` is still the count at
+//! - \[growth.G1\] Publish. A grower holds the growth lock, checks that `grown` is still the count at
 //!   which it found the newest table full, fills the next slot, then stores `grown + 1`
 //!   (Release).
-//! - \[G2\] Insert. Load `grown` (Acquire) and insert into the newest table. `Full` there: grow
-//!   \[G1\] (or find that another thread did) and insert into the new newest table.
-//! - \[G3\] Remove. Load `grown` (Acquire), then scan the tables newest first and take the
+//! - \[growth.G2\] Insert. Load `grown` (Acquire) and insert into the newest table. `Full` there: grow
+//!   \[growth.G1\] (or find that another thread did) and insert into the new newest table.
+//! - \[growth.G3\] Remove. Load `grown` (Acquire), then scan the tables newest first and take the
 //!   first copy found.
-//! - \[G4\] Lookup. Load `grown` (Acquire), then read the tables newest first, each with the
+//! - \[growth.G4\] Lookup. Load `grown` (Acquire), then read the tables newest first, each with the
 //!   table's validated read. A filter that never grew pays the load and one predicted branch.
-//! - \[G5\] Unique insert. Count the key's copies in every table but the newest under the
+//! - \[growth.G5\] Unique insert. Count the key's copies in every table but the newest under the
 //!   locks of its buckets there; then, under the locks of its buckets in the newest, check
 //!   that the newest has no copy and that `grown` has not changed, and only then put.
 //!
@@ -37,9 +37,9 @@
 //! copy is in a table the lookup counts (the key's insert happened before the lookup's load of
 //! `grown`), and a take hands a key over to a copy in the same or an older table, one put
 //! before the take. The lookup reads newest first. If it reads the key's table before the
-//! take, it finds the copy. If after, its validated read acquired the take's unlock \[R1\],
+//! take, it finds the copy. If after, its validated read acquired the take's unlock \[stripe.R1\],
 //! so the put of the stand-in is visible to its later reads: in an older table, read later;
-//! in the same table, covered by the table's own net-move protocol \[I4\]. Repeat with the
+//! in the same table, covered by the table's own net-move protocol \[stripe.I4\]. Repeat with the
 //! stand-in: the chain of takes is finite. A remove reasons the same way under locks.
 //! (Oldest first would be wrong twice over: the copy found there can belong to a key that
 //! shares the remover's buckets only in that table, and a lookup reading oldest first can
@@ -84,18 +84,18 @@ pub(crate) enum GrowingInsertFailure {
 #[derive(Debug)]
 pub(crate) struct Tables {
     base: Table,
-    /// Filled slots of `slots` \[G1\].
+    /// Filled slots of `slots` \[growth.G1\].
     grown: AtomicUsize,
     slots: Box<[OnceLock<Table>]>,
     /// Each grown table has `2^step_shift` times the buckets of the table before it.
     step_shift: u32,
-    /// Held by a grower while it checks `grown` and fills the next slot \[G1\].
+    /// Held by a grower while it checks `grown` and fills the next slot \[growth.G1\].
     grow_lock: Mutex<()>,
     /// Inserts that found a table full and went on to a newer one: counted as failures by
     /// that table's counters, but not failures of the filter.
     full_then_grown: AtomicU64,
     /// Unique inserts whose put was refused because a table was added after they loaded
-    /// `grown` \[G5\] (for the loom census).
+    /// `grown` \[growth.G5\] (for the loom census).
     #[cfg(all(test, cuckoo_loom))]
     outgrown: AtomicU64,
 }
@@ -151,7 +151,7 @@ impl Tables {
     fn grown_table(&self, i: usize) -> &Table {
         match self.slots[i - 1].get() {
             Some(table) => table,
-            // [G1] fills a slot before it counts it.
+            // [growth.G1] fills a slot before it counts it.
             None => unreachable!("grown table {i} counted before it was filled"),
         }
     }
@@ -169,7 +169,7 @@ impl Tables {
     /// The number of tables added so far.
     #[inline(always)]
     pub(crate) fn growth_steps(&self) -> usize {
-        // ORDERING: Acquire; [G2] [G3] [G4] pair with the Release of [G1], so every table
+        // ORDERING: Acquire; [growth.G2] [growth.G3] [growth.G4] pair with the Release of [growth.G1], so every table
         // counted is filled and its words initialized, and a key inserted before this load
         // is in a table it counts.
         self.grown.load(Ordering::Acquire)
@@ -185,7 +185,7 @@ impl Tables {
         (0..=self.growth_steps()).map(move |i| self.table(i))
     }
 
-    /// Whether the key of `hash` may be present \[G4\].
+    /// Whether the key of `hash` may be present \[growth.G4\].
     #[inline]
     pub(crate) fn contains(&self, hash: u64) -> bool {
         match self.growth_steps() {
@@ -214,7 +214,7 @@ impl Tables {
             .sum()
     }
 
-    /// Removes one copy of the key of `hash`, the first found newest first \[G3\].
+    /// Removes one copy of the key of `hash`, the first found newest first \[growth.G3\].
     #[inline]
     pub(crate) fn remove(&self, hash: u64) -> bool {
         match self.growth_steps() {
@@ -230,12 +230,12 @@ impl Tables {
     }
 
     /// Adds one copy (or, if `unique`, one if none is present) to the newest table, growing
-    /// when it is full \[G2\] \[G5\].
+    /// when it is full \[growth.G2\] \[growth.G5\].
     pub(crate) fn insert(&self, hash: u64, unique: bool) -> Result<Inserted, GrowingInsertFailure> {
         self.insert_growing(hash, unique, Self::grow)
     }
 
-    /// `insert` with the growth step `grow` (the real \[G1\], or a broken variant in tests).
+    /// `insert` with the growth step `grow` (the real \[growth.G1\], or a broken variant in tests).
     #[inline]
     fn insert_growing(
         &self,
@@ -266,13 +266,13 @@ impl Tables {
         }
     }
 
-    /// One attempt of \[G5\] with `grown` grown tables.
+    /// One attempt of \[growth.G5\] with `grown` grown tables.
     fn insert_unique_at(&self, hash: u64, grown: usize) -> Result<Inserted, InsertFailure> {
         if (0..grown).any(|i| self.table(i).count_locked(hash) > 0) {
             return Ok(Inserted::AlreadyPresent);
         }
         self.table(grown).insert_while(hash, true, || {
-            // ORDERING: Acquire; [G5] read under the newest table's locks. A unique insert
+            // ORDERING: Acquire; [growth.G5] read under the newest table's locks. A unique insert
             // that saw a later table counted this table under the same locks after it loaded
             // `grown`, so either its count saw this put or this load sees its `grown`.
             self.grown.load(Ordering::Acquire) == grown
@@ -286,7 +286,7 @@ impl Tables {
         (i <= self.slots.len() && shift <= MAX_SHIFT && buckets <= MAX_BUCKETS).then_some(shift)
     }
 
-    /// Adds a table if `seen` is still the number of grown tables \[G1\]; `Ok` also when
+    /// Adds a table if `seen` is still the number of grown tables \[growth.G1\]; `Ok` also when
     /// another thread already added one.
     pub(crate) fn grow(&self, seen: usize) -> Result<(), GrowFailure> {
         let _lock = self
@@ -294,7 +294,7 @@ impl Tables {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         // ORDERING: Relaxed; under the growth lock, whose Acquire orders this load after
-        // every publication [G1], all of which store under the lock.
+        // every publication [growth.G1], all of which store under the lock.
         let grown = self.grown.load(Ordering::Relaxed);
         if grown != seen {
             return Ok(());
@@ -304,7 +304,7 @@ impl Tables {
         // The slot is empty: only a holder of the growth lock fills it, and one that did
         // also counted it, so `grown != seen` above would have returned.
         let _ = self.slots[grown].set(table);
-        // ORDERING: Release; [G1] publishes the filled slot and the new table's initialized
+        // ORDERING: Release; [growth.G1] publishes the filled slot and the new table's initialized
         // words to every Acquire load of `grown`.
         self.grown.store(grown + 1, Ordering::Release);
         Ok(())
@@ -377,14 +377,14 @@ impl Tables {
         stats
     }
 
-    /// `remove` scanning the oldest table first: a broken variant of \[G3\] that the models
+    /// `remove` scanning the oldest table first: a broken variant of \[growth.G3\] that the models
     /// must catch.
     #[cfg(all(test, cuckoo_loom))]
     pub(crate) fn remove_oldest_first(&self, hash: u64) -> bool {
         (0..=self.growth_steps()).any(|i| self.table(i).remove(hash))
     }
 
-    /// `contains` reading the oldest table first: a broken variant of \[G4\] that the models
+    /// `contains` reading the oldest table first: a broken variant of \[growth.G4\] that the models
     /// must catch.
     #[cfg(all(test, cuckoo_loom))]
     pub(crate) fn contains_oldest_first(&self, hash: u64) -> bool {
@@ -401,7 +401,7 @@ impl Tables {
         self.insert_growing(hash, false, grow)
     }
 
-    /// \[G1\] without the check that no other thread grew meanwhile: a broken variant that
+    /// \[growth.G1\] without the check that no other thread grew meanwhile: a broken variant that
     /// adds a table per racing insert.
     #[cfg(all(test, cuckoo_loom))]
     pub(crate) fn grow_unchecked(&self, _seen: usize) -> Result<(), GrowFailure> {
@@ -416,7 +416,7 @@ impl Tables {
         Ok(())
     }
 
-    /// \[G1\] that counts the slot before filling it (a reservation by `fetch_add`): a
+    /// \[growth.G1\] that counts the slot before filling it (a reservation by `fetch_add`): a
     /// broken variant under which another thread can reach an unfilled slot.
     #[cfg(all(test, cuckoo_loom))]
     pub(crate) fn grow_reserving_first(&self, seen: usize) -> Result<(), GrowFailure> {

@@ -62,7 +62,7 @@ fn raced_and_validated(t: &Table) -> bool {
 
 /// Whether a writer holds stripe `index` of `t`, loaded by a thread about to call a writer
 /// that takes that stripe: if the only other writer holds it, the two writers' critical
-/// sections met and the stripe lock [W1] [W2] is what ordered them.
+/// sections met and the stripe lock [stripe.W1] [stripe.W2] is what ordered them.
 fn other_writer_holds(t: &Table, index: usize) -> bool {
     // ORDERING: Relaxed; a census probe of the lock bit, orders nothing.
     stripe::is_locked(t.stripes[index].load(Ordering::Relaxed))
@@ -95,23 +95,23 @@ impl Census {
 // Broken variants. Each drops exactly one step of the protocol.
 // ---------------------------------------------------------------------------------------
 
-/// A lookup: the real one, or one with a step of [R1]-[R3] broken.
+/// A lookup: the real one, or one with a step of [stripe.R1]-[stripe.R3] broken.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Reader {
     /// `RawTable::contains` itself.
     Correct,
-    /// No [R3] at all: "absent" without looking at the version.
+    /// No [stripe.R3] at all: "absent" without looking at the version.
     Unvalidated,
-    /// [R3] without its Acquire fence: the version reload may be ordered before the bucket
+    /// [stripe.R3] without its Acquire fence: the version reload may be ordered before the bucket
     /// loads.
     NoAcquireFence,
-    /// [R1] with a Relaxed load: a version written after a hop does not make the hop's bucket
+    /// [stripe.R1] with a Relaxed load: a version written after a hop does not make the hop's bucket
     /// stores visible.
     RelaxedVersionLoad,
-    /// [I2] validated against the primary bucket's stripe instead of the pair's (the lower
+    /// [stripe.I2] validated against the primary bucket's stripe instead of the pair's (the lower
     /// index's): wrong whenever the primary is the higher of the two buckets.
     PrimaryStripe,
-    /// [R3] accepting an unchanged stripe word without checking that its version was even: a
+    /// [stripe.R3] accepting an unchanged stripe word without checking that its version was even: a
     /// read that began and ended inside one hop.
     IgnoresOddVersion,
 }
@@ -159,15 +159,15 @@ impl Reader {
     }
 }
 
-/// A hop: the real one, or one whose [W3] version bump is not fenced.
+/// A hop: the real one, or one whose [stripe.W3] version bump is not fenced.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mover {
     /// `RawTable::displace` itself.
     Correct,
-    /// [W3] without the Release fence after the odd version store: the bucket stores may
+    /// [stripe.W3] without the Release fence after the odd version store: the bucket stores may
     /// become visible before the version says a hop is in flight.
     NoReleaseFence,
-    /// [I2] the version bumped on the lower of the two stripe locks instead of the pair's
+    /// [stripe.I2] the version bumped on the lower of the two stripe locks instead of the pair's
     /// version stripe: wrong whenever the smaller bucket has the higher stripe index.
     VersionsLowerLock,
 }
@@ -214,8 +214,8 @@ impl Mover {
 enum PlainWriter {
     /// `RawTable::insert` / `RawTable::remove` themselves.
     Correct,
-    /// Locked, but the bucket store is Relaxed with no fence before it: a put against [I4],
-    /// or a remove with no window [W3].
+    /// Locked, but the bucket store is Relaxed with no fence before it: a put against [stripe.I4],
+    /// or a remove with no window [stripe.W3].
     RelaxedStore,
 }
 
@@ -251,7 +251,7 @@ impl PlainWriter {
     }
 }
 
-/// `remove` without [W2]: a read-modify-write of the bucket word without the stripe locks, so
+/// `remove` without [stripe.W2]: a read-modify-write of the bucket word without the stripe locks, so
 /// it can clear the transient second copy of a hop in flight.
 fn remove_unlocked(t: &Table, p: Probe) -> bool {
     for bucket in [p.primary, p.alternate] {
@@ -267,7 +267,7 @@ fn remove_unlocked(t: &Table, p: Probe) -> bool {
     false
 }
 
-/// A plain insert without [W2]: stores into a free slot without the stripe locks.
+/// A plain insert without [stripe.W2]: stores into a free slot without the stripe locks.
 fn insert_unlocked(t: &Table, p: Probe) -> bool {
     for bucket in [p.primary, p.alternate] {
         let word = &t.buckets[bucket];
@@ -291,7 +291,7 @@ fn insert_unique_check_then_act(t: &Table, p: Probe) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// [R1]-[R3] against [W3]: a reader racing a displacement between its two buckets.
+// [stripe.R1]-[stripe.R3] against [stripe.W3]: a reader racing a displacement between its two buckets.
 // ---------------------------------------------------------------------------------------
 
 /// The reader probes bucket 0 then bucket 1; the hop moves the fingerprint from bucket 1 to
@@ -323,7 +323,7 @@ fn reader_races_displacement(reader: Reader, mover: Mover, census: Census) {
 }
 
 #[test]
-fn loom_r3_lookup_survives_displacement() {
+fn loom_stripe_lookup_survives_displacement() {
     explore(RACED, |c| {
         reader_races_displacement(Reader::Correct, Mover::Correct, c)
     });
@@ -331,7 +331,7 @@ fn loom_r3_lookup_survives_displacement() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_r3_negative_control_unvalidated_lookup_misses() {
+fn loom_stripe_control_lookup_unvalidated() {
     loom::model(|| {
         reader_races_displacement(Reader::Unvalidated, Mover::Correct, Census::default())
     });
@@ -339,7 +339,7 @@ fn loom_r3_negative_control_unvalidated_lookup_misses() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_r3_negative_control_lookup_without_acquire_fence_misses() {
+fn loom_stripe_control_lookup_unfenced() {
     loom::model(|| {
         reader_races_displacement(Reader::NoAcquireFence, Mover::Correct, Census::default())
     });
@@ -347,7 +347,7 @@ fn loom_r3_negative_control_lookup_without_acquire_fence_misses() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_r1_negative_control_relaxed_version_load_misses() {
+fn loom_stripe_control_version_load_relaxed() {
     loom::model(|| {
         reader_races_displacement(
             Reader::RelaxedVersionLoad,
@@ -359,7 +359,7 @@ fn loom_r1_negative_control_relaxed_version_load_misses() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_r3_negative_control_lookup_ignoring_an_odd_version_misses() {
+fn loom_stripe_control_odd_version_ignored() {
     loom::model(|| {
         reader_races_displacement(Reader::IgnoresOddVersion, Mover::Correct, Census::default())
     });
@@ -367,7 +367,7 @@ fn loom_r3_negative_control_lookup_ignoring_an_odd_version_misses() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_w3_negative_control_hop_without_release_fence_is_missed() {
+fn loom_stripe_control_hop_unfenced() {
     loom::model(|| {
         reader_races_displacement(Reader::Correct, Mover::NoReleaseFence, Census::default())
     });
@@ -376,7 +376,7 @@ fn loom_w3_negative_control_hop_without_release_fence_is_missed() {
 /// The fingerprint moves 1 -> 0 and back 0 -> 1 while the reader reads: the bucket contents
 /// return to what they were (an ABA), but the version has moved on by two hops.
 #[test]
-fn loom_r3_lookup_survives_a_move_and_its_return() {
+fn loom_stripe_lookup_survives_a_move_and_its_return() {
     explore(RACED, |census| {
         let t = two_buckets();
         let fp = fp_linking(1, 0, 2, 1);
@@ -407,7 +407,7 @@ fn loom_r3_lookup_survives_a_move_and_its_return() {
 }
 
 // ---------------------------------------------------------------------------------------
-// [W2]/[W3]: a remove racing a displacement (an unlocked remove could clear a hop's
+// [stripe.W2]/[stripe.W3]: a remove racing a displacement (an unlocked remove could clear a hop's
 // transient second copy).
 // ---------------------------------------------------------------------------------------
 
@@ -449,7 +449,7 @@ fn remove_races_displacement(locked: bool, census: Census) {
 }
 
 #[test]
-fn loom_w2_remove_racing_displacement_keeps_the_other_copy() {
+fn loom_stripe_remove_racing_displacement_keeps_the_other_copy() {
     // The remove arrived while the hop held the pair (its copy in flight), so it waited.
     explore(
         "a remove that arrived while the hop held the pair's stripes",
@@ -459,12 +459,12 @@ fn loom_w2_remove_racing_displacement_keeps_the_other_copy() {
 
 #[test]
 #[should_panic(expected = "lost or duplicated fingerprint")]
-fn loom_w2_negative_control_unlocked_remove_loses_a_copy() {
+fn loom_stripe_control_remove_unlocked() {
     loom::model(|| remove_races_displacement(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
-// [W2]/[W3]: an insert racing a displacement into the same free slot.
+// [stripe.W2]/[stripe.W3]: an insert racing a displacement into the same free slot.
 // ---------------------------------------------------------------------------------------
 
 /// Bucket 0 has one free slot; a hop moves F there from bucket 1 while an insert of H (whose
@@ -502,7 +502,7 @@ fn insert_races_displacement(locked: bool, census: Census) {
 }
 
 #[test]
-fn loom_w3_insert_racing_displacement_loses_nothing() {
+fn loom_stripe_insert_racing_displacement_loses_nothing() {
     explore(
         "a hop refused because an insert took its free slot first",
         |c| insert_races_displacement(true, c),
@@ -511,12 +511,12 @@ fn loom_w3_insert_racing_displacement_loses_nothing() {
 
 #[test]
 #[should_panic(expected = "lost fingerprint")]
-fn loom_w3_negative_control_unlocked_insert_loses_a_fingerprint() {
+fn loom_stripe_control_insert_unlocked() {
     loom::model(|| insert_races_displacement(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
-// [W1]/[W2]: two writers on overlapping buckets.
+// [stripe.W1]/[stripe.W2]: two writers on overlapping buckets.
 // ---------------------------------------------------------------------------------------
 
 fn two_inserts_into_one_bucket(locked: bool, census: Census) {
@@ -550,7 +550,7 @@ fn two_inserts_into_one_bucket(locked: bool, census: Census) {
 }
 
 #[test]
-fn loom_w1_two_writers_on_overlapping_buckets_lose_nothing() {
+fn loom_stripe_two_writers_on_overlapping_buckets_lose_nothing() {
     // One insert arrived while the other held bucket 0's stripe, so it waited.
     explore(
         "an insert that arrived while the other held bucket 0's stripe",
@@ -560,7 +560,7 @@ fn loom_w1_two_writers_on_overlapping_buckets_lose_nothing() {
 
 #[test]
 #[should_panic(expected = "lost fingerprint")]
-fn loom_w1_negative_control_unlocked_writers_lose_a_fingerprint() {
+fn loom_stripe_control_insert_unlocked_two_writers() {
     loom::model(|| two_inserts_into_one_bucket(false, Census::default()));
 }
 
@@ -594,7 +594,7 @@ fn two_unique_inserts_of_one_key(atomic: bool, census: Census) {
 }
 
 #[test]
-fn loom_insert_unique_adds_one_copy() {
+fn loom_stripe_insert_unique_adds_one_copy() {
     // One unique insert arrived while the other held the pair, between its check and its put.
     explore(
         "a unique insert that arrived while the other held the pair",
@@ -604,7 +604,7 @@ fn loom_insert_unique_adds_one_copy() {
 
 #[test]
 #[should_panic(expected = "insert_unique stored a duplicate")]
-fn loom_insert_unique_negative_control_check_then_act_duplicates() {
+fn loom_stripe_control_unique_check_then_act() {
     loom::model(|| two_unique_inserts_of_one_key(false, Census::default()));
 }
 
@@ -652,18 +652,18 @@ fn insert_with_displacement_races_reader(validated: bool, census: Census) {
 }
 
 #[test]
-fn loom_insert_with_displacement_keeps_the_displaced_key_visible() {
+fn loom_stripe_insert_with_displacement_keeps_the_displaced_key_visible() {
     explore(RACED, |c| insert_with_displacement_races_reader(true, c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_insert_with_displacement_negative_control_unvalidated_reader() {
+fn loom_stripe_control_lookup_unvalidated_insert_with_displacement() {
     loom::model(|| insert_with_displacement_races_reader(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
-// [I4]: a plain insert or remove in a bucket a hop just left, racing a reader of the hop.
+// [stripe.I4]: a plain insert or remove in a bucket a hop just left, racing a reader of the hop.
 // ---------------------------------------------------------------------------------------
 
 /// The hop moves f from bucket 1 to bucket 0; then another writer, locking only bucket 1's
@@ -707,14 +707,14 @@ fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter, census: 
 }
 
 #[test]
-fn loom_i4_lookup_survives_a_hop_then_a_plain_insert_into_the_source() {
+fn loom_stripe_lookup_survives_a_hop_then_a_plain_insert_into_the_source() {
     explore(RACED, |c| {
         reader_races_hop_then_plain_write(false, PlainWriter::Correct, c)
     });
 }
 
 #[test]
-fn loom_i4_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
+fn loom_stripe_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
     explore(RACED, |c| {
         reader_races_hop_then_plain_write(true, PlainWriter::Correct, c)
     });
@@ -722,7 +722,7 @@ fn loom_i4_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_i4_negative_control_relaxed_plain_store_hides_a_hop() {
+fn loom_stripe_control_put_relaxed() {
     loom::model(|| {
         reader_races_hop_then_plain_write(false, PlainWriter::RelaxedStore, Census::default())
     });
@@ -730,14 +730,14 @@ fn loom_i4_negative_control_relaxed_plain_store_hides_a_hop() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_i4_negative_control_relaxed_plain_remove_hides_a_hop() {
+fn loom_stripe_control_take_relaxed() {
     loom::model(|| {
         reader_races_hop_then_plain_write(true, PlainWriter::RelaxedStore, Census::default())
     });
 }
 
 // ---------------------------------------------------------------------------------------
-// [I2]: the version stripe is the pair's (the lower index), whichever bucket is primary.
+// [stripe.I2]: the version stripe is the pair's (the lower index), whichever bucket is primary.
 // ---------------------------------------------------------------------------------------
 
 /// The reader's primary bucket is 1, its alternate 0; the hop moves f from 0 to 1. Bucket 0
@@ -766,7 +766,7 @@ fn reader_with_primary_above_alternate(reader: Reader, census: Census) {
 }
 
 #[test]
-fn loom_i2_lookup_validates_the_pair_stripe_whichever_bucket_is_primary() {
+fn loom_stripe_lookup_validates_the_pair_stripe_whichever_bucket_is_primary() {
     explore(RACED, |c| {
         reader_with_primary_above_alternate(Reader::Correct, c)
     });
@@ -774,14 +774,14 @@ fn loom_i2_lookup_validates_the_pair_stripe_whichever_bucket_is_primary() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_i2_negative_control_primary_stripe_misses_the_hop() {
+fn loom_stripe_control_lookup_primary_stripe() {
     loom::model(|| reader_with_primary_above_alternate(Reader::PrimaryStripe, Census::default()));
 }
 
 /// Both buckets share one stripe (one stripe for the table): the hop locks it once, and the
 /// reader validates against it.
 #[test]
-fn loom_w1_lookup_survives_displacement_within_one_stripe() {
+fn loom_stripe_lookup_survives_displacement_within_one_stripe() {
     explore(RACED, |census| {
         let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
         let f = fp_linking(1, 0, 2, 1);
@@ -838,13 +838,13 @@ fn count_races_displacement(validated: bool, census: Census) {
 }
 
 #[test]
-fn loom_r3_count_sees_a_moving_copy_once() {
+fn loom_stripe_count_sees_a_moving_copy_once() {
     explore(RACED, |c| count_races_displacement(true, c));
 }
 
 #[test]
 #[should_panic(expected = "count saw the moving copy")]
-fn loom_r3_negative_control_unvalidated_count_miscounts() {
+fn loom_stripe_control_count_unvalidated() {
     loom::model(|| count_races_displacement(false, Census::default()));
 }
 
@@ -853,7 +853,7 @@ fn loom_r3_negative_control_unvalidated_count_miscounts() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn loom_w1_clear_racing_a_hop_leaves_an_empty_consistent_table() {
+fn loom_stripe_clear_racing_a_hop_leaves_an_empty_consistent_table() {
     let census = Census::default();
     let c = census.clone();
     loom::model(move || {
@@ -884,7 +884,7 @@ fn loom_w1_clear_racing_a_hop_leaves_an_empty_consistent_table() {
 }
 
 // ---------------------------------------------------------------------------------------
-// [W3] for removes: a put and a take of colliding copies move a copy (a net move).
+// [stripe.W3] for removes: a put and a take of colliding copies move a copy (a net move).
 // ---------------------------------------------------------------------------------------
 
 /// A remove: the real one, or today's broken variant without a window.
@@ -981,7 +981,7 @@ fn put_then_take_races_read(victim: Victim, read: Read, remover: Remover, census
 }
 
 #[test]
-fn loom_w3_lookup_survives_a_put_and_a_colliding_take() {
+fn loom_stripe_lookup_survives_a_put_and_a_colliding_take() {
     explore(RACED, |c| {
         put_then_take_races_read(Victim::Colliding, Read::Contains, Remover::Versioned, c)
     });
@@ -989,7 +989,7 @@ fn loom_w3_lookup_survives_a_put_and_a_colliding_take() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_w3_negative_control_unversioned_remove_moves_a_copy_unseen() {
+fn loom_stripe_control_remove_unversioned() {
     loom::model(|| {
         put_then_take_races_read(
             Victim::Colliding,
@@ -1001,7 +1001,7 @@ fn loom_w3_negative_control_unversioned_remove_moves_a_copy_unseen() {
 }
 
 #[test]
-fn loom_w3_count_survives_a_put_and_a_colliding_take() {
+fn loom_stripe_count_survives_a_put_and_a_colliding_take() {
     explore(RACED, |c| {
         put_then_take_races_read(Victim::Colliding, Read::Count, Remover::Versioned, c)
     });
@@ -1009,7 +1009,7 @@ fn loom_w3_count_survives_a_put_and_a_colliding_take() {
 
 #[test]
 #[should_panic(expected = "false negative: Count")]
-fn loom_w3_negative_control_count_with_unversioned_remove() {
+fn loom_stripe_control_remove_unversioned_count() {
     loom::model(|| {
         put_then_take_races_read(
             Victim::Colliding,
@@ -1021,7 +1021,7 @@ fn loom_w3_negative_control_count_with_unversioned_remove() {
 }
 
 #[test]
-fn loom_w3_lookup_survives_the_guard_update_path() {
+fn loom_stripe_lookup_survives_the_guard_update_path() {
     explore(RACED, |c| {
         put_then_take_races_read(Victim::Same, Read::Contains, Remover::Versioned, c)
     });
@@ -1029,7 +1029,7 @@ fn loom_w3_lookup_survives_the_guard_update_path() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_w3_negative_control_update_path_with_unversioned_remove() {
+fn loom_stripe_control_remove_unversioned_update_path() {
     loom::model(|| {
         put_then_take_races_read(
             Victim::Same,
@@ -1088,18 +1088,18 @@ fn multi_hop_path_races_reader(reader: Reader, census: Census) {
 }
 
 #[test]
-fn loom_r3_lookup_survives_a_multi_hop_path() {
+fn loom_stripe_lookup_survives_a_multi_hop_path() {
     explore(RACED, |c| multi_hop_path_races_reader(Reader::Correct, c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_r3_negative_control_unvalidated_lookup_misses_a_multi_hop_path() {
+fn loom_stripe_control_lookup_unvalidated_multi_hop_path() {
     loom::model(|| multi_hop_path_races_reader(Reader::Unvalidated, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
-// [I2]/[W3]: a pair whose version stripe is the higher of its two stripe locks.
+// [stripe.I2]/[stripe.W3]: a pair whose version stripe is the higher of its two stripe locks.
 // ---------------------------------------------------------------------------------------
 
 /// Three buckets, two stripes: bucket 1 has stripe 1 and bucket 2 has stripe 0, so a hop
@@ -1133,7 +1133,7 @@ fn version_stripe_is_the_higher_lock(mover: Mover, census: Census) {
 }
 
 #[test]
-fn loom_i2_lookup_survives_a_hop_whose_version_stripe_is_the_higher_lock() {
+fn loom_stripe_lookup_survives_a_hop_whose_version_stripe_is_the_higher_lock() {
     explore(RACED, |c| {
         version_stripe_is_the_higher_lock(Mover::Correct, c)
     });
@@ -1141,7 +1141,7 @@ fn loom_i2_lookup_survives_a_hop_whose_version_stripe_is_the_higher_lock() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_i2_negative_control_hop_versioning_the_lower_lock_is_missed() {
+fn loom_stripe_control_hop_versions_lower_lock() {
     loom::model(|| version_stripe_is_the_higher_lock(Mover::VersionsLowerLock, Census::default()));
 }
 
@@ -1195,13 +1195,13 @@ fn count_races_clear_and_reinsert(versioned_clear: bool, census: Census) {
 }
 
 #[test]
-fn loom_w3_count_racing_a_clear_and_a_reinsert_sees_one_instant() {
+fn loom_stripe_count_racing_a_clear_and_a_reinsert_sees_one_instant() {
     explore(RACED, |c| count_races_clear_and_reinsert(true, c));
 }
 
 #[test]
 #[should_panic(expected = "count saw 2 copies across a clear")]
-fn loom_w3_negative_control_unversioned_clear_lets_count_see_two_copies() {
+fn loom_stripe_control_clear_unversioned() {
     loom::model(|| count_races_clear_and_reinsert(false, Census::default()));
 }
 
@@ -1254,7 +1254,7 @@ fn two_unique_inserts_through_a_path(atomic: bool, census: Census) {
 }
 
 #[test]
-fn loom_insert_unique_through_a_path_search_adds_one_copy() {
+fn loom_stripe_insert_unique_through_a_path_search_adds_one_copy() {
     explore(
         "an insert_unique whose path the other call's hop invalidated",
         |c| two_unique_inserts_through_a_path(true, c),
@@ -1263,7 +1263,7 @@ fn loom_insert_unique_through_a_path_search_adds_one_copy() {
 
 #[test]
 #[should_panic(expected = "insert_unique stored a duplicate")]
-fn loom_insert_unique_negative_control_check_then_act_through_a_path() {
+fn loom_stripe_control_unique_check_then_act_through_a_path() {
     loom::model(|| two_unique_inserts_through_a_path(false, Census::default()));
 }
 
@@ -1315,7 +1315,7 @@ fn count_fallback_races_displacement(locked: bool, census: Census) {
 }
 
 #[test]
-fn loom_count_fallback_under_the_locks_counts_a_moving_copy_once() {
+fn loom_stripe_count_fallback_under_the_locks_counts_a_moving_copy_once() {
     explore("count falling back to the locks", |c| {
         count_fallback_races_displacement(true, c)
     });
@@ -1323,12 +1323,12 @@ fn loom_count_fallback_under_the_locks_counts_a_moving_copy_once() {
 
 #[test]
 #[should_panic(expected = "count's fallback saw the moving copy")]
-fn loom_count_negative_control_unlocked_fallback_miscounts() {
+fn loom_stripe_control_count_fallback_unlocked() {
     loom::model(|| count_fallback_races_displacement(false, Census::default()));
 }
 
 // ---------------------------------------------------------------------------------------
-// [W3]/[I4]: a take in another pair carries a hop's version through its lock.
+// [stripe.W3]/[stripe.I4]: a take in another pair carries a hop's version through its lock.
 // ---------------------------------------------------------------------------------------
 
 /// A remove whose window has no Release fence: the odd version may become visible after the
@@ -1396,12 +1396,12 @@ fn reader_races_hop_then_foreign_take(fenced: bool, census: Census) {
 }
 
 #[test]
-fn loom_w3_lookup_survives_a_hop_then_a_take_in_another_pair() {
+fn loom_stripe_lookup_survives_a_hop_then_a_take_in_another_pair() {
     explore(RACED, |c| reader_races_hop_then_foreign_take(true, c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_w3_negative_control_unfenced_take_in_another_pair_hides_a_hop() {
+fn loom_stripe_control_take_unfenced() {
     loom::model(|| reader_races_hop_then_foreign_take(false, Census::default()));
 }

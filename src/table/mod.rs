@@ -1,11 +1,12 @@
 //! The raw table: bucket words, stripe words, and the filter operations on precomputed probes.
 //!
-//! The synchronization protocol (tags \[W1\]..\[W4\], \[R1\]..\[R3\], \[I1\]..\[I4\]) is
+//! The synchronization protocol (tags \[stripe.W1\]..\[stripe.W4\], \[stripe.R1\]..\[stripe.R3\], \[stripe.I1\]..\[stripe.I4\]) is
 //! documented in [`stripe`], which implements its lock and version steps; this module and
 //! [`path`] apply it. Readers take no lock and store nothing on the lookup path. Every bucket
 //! store happens under the lock of the bucket's stripe.
 
 mod copy;
+mod counters;
 mod geometry;
 mod growth;
 mod path;
@@ -17,7 +18,6 @@ use std::marker::PhantomData;
 use crate::fingerprint::{
     empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout, SLOTS,
 };
-use crate::stats::Counters;
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
 
 use self::copy::CopyState;
@@ -25,6 +25,7 @@ use self::geometry::{Flat, Geometry, Nested};
 use self::stripe::{PairLock, StripeLock};
 
 pub(crate) use self::copy::Extra;
+pub(crate) use self::counters::Counters;
 pub(crate) use self::growth::{GrowFailure, GrowingInsertFailure, Tables};
 #[cfg(all(test, not(cuckoo_loom)))]
 pub(crate) use self::path::Hop;
@@ -81,7 +82,7 @@ pub(crate) enum InsertFailure {
     /// Other writers invalidated every path found, `INSERT_ATTEMPTS` times.
     Contended,
     /// A unique insert found, under the locks of its buckets, that its table is no longer
-    /// the filter's newest (growth \[G5\]); nothing was stored.
+    /// the filter's newest (growth \[growth.G5\]); nothing was stored.
     Outgrown,
 }
 
@@ -160,7 +161,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     }
 
     /// A table over `buckets` (as many as `geometry` has) whose stripe `i` holds `counts[i]`
-    /// fingerprints \[I3\].
+    /// fingerprints \[stripe.I3\].
     fn from_buckets(
         geometry: G,
         buckets: Vec<L::Word>,
@@ -282,7 +283,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         bucket & self.stripe_mask
     }
 
-    /// The version stripe of a probe's bucket pair \[I2\].
+    /// The version stripe of a probe's bucket pair \[stripe.I2\].
     #[inline(always)]
     fn version_stripe(&self, p: Probe) -> usize {
         self.stripe_of(p.primary.min(p.alternate))
@@ -316,7 +317,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             + self.counters.heap_bytes()
     }
 
-    /// Fingerprints stored: the sum of the stripe counts \[I3\].
+    /// Fingerprints stored: the sum of the stripe counts \[stripe.I3\].
     pub(crate) fn len(&self) -> usize {
         self.stripes
             .iter()
@@ -326,7 +327,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             .sum()
     }
 
-    /// Whether the key of probe `p` may be present: \[R1\] to \[R3\]. Takes no lock and stores
+    /// Whether the key of probe `p` may be present: \[stripe.R1\] to \[stripe.R3\]. Takes no lock and stores
     /// nothing, except a statistics counter on the rare retry path.
     ///
     /// The first attempt is inline and short (no loop, no spill of the retry state), so that
@@ -346,20 +347,20 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     #[inline(always)]
     fn read_once(&self, p: Probe, stripe_index: usize) -> Option<bool> {
         let stripe = &self.stripes[stripe_index];
-        // ORDERING: Acquire; [R1] pairs with the Release unlock [W4] that ends a take, so a
+        // ORDERING: Acquire; [stripe.R1] pairs with the Release unlock [stripe.W4] that ends a take, so a
         // version read after a take shows its bucket stores too.
         let before = stripe.load(Ordering::Acquire);
-        // ORDERING: Relaxed; [R2] validated by [R3] when they find nothing.
+        // ORDERING: Relaxed; [stripe.R2] validated by [stripe.R3] when they find nothing.
         let a = L::load(&self.buckets[p.primary], Ordering::Relaxed);
-        // ORDERING: Relaxed; [R2] as above.
+        // ORDERING: Relaxed; [stripe.R2] as above.
         let b = L::load(&self.buckets[p.alternate], Ordering::Relaxed);
         if pair_has_match::<L>(a, b, p.fp) {
             return Some(true);
         }
-        // ORDERING: Acquire fence; [R3] pairs with the Release fence of [W3]: if a bucket
+        // ORDERING: Acquire fence; [stripe.R3] pairs with the Release fence of [stripe.W3]: if a bucket
         // load above saw a take's store, the reload below sees the take's odd version.
         fence(Ordering::Acquire);
-        // ORDERING: Relaxed; [R3] ordered after the bucket loads by the fence above.
+        // ORDERING: Relaxed; [stripe.R3] ordered after the bucket loads by the fence above.
         let after = stripe.load(Ordering::Relaxed);
         stripe::unchanged(before, after).then_some(false)
     }
@@ -419,12 +420,12 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     fn count_with_attempts(&self, p: Probe, attempts: usize) -> usize {
         let stripe = &self.stripes[self.version_stripe(p)];
         for _ in 0..attempts {
-            // ORDERING: Acquire; [R1] as in `contains`.
+            // ORDERING: Acquire; [stripe.R1] as in `contains`.
             let before = stripe.load(Ordering::Acquire);
             let n = self.count_unlocked(p);
-            // ORDERING: Acquire fence; [R3] as in `contains`.
+            // ORDERING: Acquire fence; [stripe.R3] as in `contains`.
             fence(Ordering::Acquire);
-            // ORDERING: Relaxed; [R3] as in `contains`.
+            // ORDERING: Relaxed; [stripe.R3] as in `contains`.
             let after = stripe.load(Ordering::Relaxed);
             // `unchanged` also rejects a `before` taken mid-take.
             if stripe::unchanged(before, after) {
@@ -441,7 +442,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
 
     /// The number of copies of `p`'s fingerprint, counted under the locks of both buckets:
     /// no put or take of the pair can be in flight, and the count is ordered after every
-    /// write that released either lock before \[W1\].
+    /// write that released either lock before \[stripe.W1\].
     pub(crate) fn count_locked(&self, p: Probe) -> usize {
         let _locks = self.lock_pair(p.primary, p.alternate);
         self.count_unlocked(p)
@@ -451,7 +452,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// the pair's locks or inside a validated read.
     #[inline]
     fn count_unlocked(&self, p: Probe) -> usize {
-        // ORDERING: Relaxed; validated by the caller ([R3]) or under the pair's locks ([W1]).
+        // ORDERING: Relaxed; validated by the caller ([stripe.R3]) or under the pair's locks ([stripe.W1]).
         let a = L::load(&self.buckets[p.primary], Ordering::Relaxed);
         let mut n = matching_lanes::<L>(a, p.fp).count_ones() as usize;
         if p.alternate != p.primary {
@@ -462,19 +463,19 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         n
     }
 
-    /// Stores `fp` in a free slot of `bucket`, whose stripe `lock` holds \[W2\].
+    /// Stores `fp` in a free slot of `bucket`, whose stripe `lock` holds \[stripe.W2\].
     #[inline]
     fn place_locked(&self, lock: &mut StripeLock<'_>, bucket: usize, fp: u64) -> bool {
         let word = &self.buckets[bucket];
-        // ORDERING: Relaxed; under the bucket's stripe lock, whose Acquire [W1] made the last
+        // ORDERING: Relaxed; under the bucket's stripe lock, whose Acquire [stripe.W1] made the last
         // holder's stores visible.
         let current = L::load(word, Ordering::Relaxed);
         let free = empty_lanes::<L>(current);
         if free == 0 {
             return false;
         }
-        // ORDERING: Release; [W2] a reader whose bucket load reads this store must also see
-        // any take that came before it in this bucket [I4]. A put needs no version bump.
+        // ORDERING: Release; [stripe.W2] a reader whose bucket load reads this store must also see
+        // any take that came before it in this bucket [stripe.I4]. A put needs no version bump.
         L::store(
             word,
             with_lane::<L>(current, first_lane::<L>(free), fp),
@@ -487,7 +488,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// Adds one copy of `p`'s fingerprint (or, if `unique`, only when none is present).
     ///
     /// A free slot in the primary bucket is tried first, under that bucket's stripe lock alone
-    /// (a plain store needs no other lock \[W2\], and most inserts below high load end here with
+    /// (a plain store needs no other lock \[stripe.W2\], and most inserts below high load end here with
     /// one compare-exchange instead of two). Then, under both buckets' locks, a free slot in
     /// either; otherwise a path search finds a cuckoo path, it is executed backwards, hop by
     /// hop, and placement is tried again. On failure nothing was stored.
@@ -500,7 +501,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
 
     /// [`insert`](Self::insert), where a unique insert first checks `still_newest` under the
     /// locks of both buckets and stores nothing (`Outgrown`) if it returns false: the step
-    /// that keeps unique inserts unique across growth \[G5\].
+    /// that keeps unique inserts unique across growth \[growth.G5\].
     pub(crate) fn insert_while(
         &self,
         p: Probe,
@@ -559,7 +560,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         Err(InsertFailure::Contended)
     }
 
-    /// Removes one copy of `p`'s fingerprint: a take \[W3\] under the locks of both buckets
+    /// Removes one copy of `p`'s fingerprint: a take \[stripe.W3\] under the locks of both buckets
     /// (so it cannot clear the transient second copy of a hop in flight), inside a window on
     /// the pair's version stripe.
     ///
@@ -590,12 +591,12 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         };
         for &bucket in buckets {
             let word = &self.buckets[bucket];
-            // ORDERING: Relaxed; under the stripe lock [W1].
+            // ORDERING: Relaxed; under the stripe lock [stripe.W1].
             let current = L::load(word, Ordering::Relaxed);
             let matches = matching_lanes::<L>(current, p.fp);
             if matches != 0 {
                 locks.take_one(self.version_stripe(p), self.stripe_of(bucket), || {
-                    // ORDERING: Relaxed; [W3] ordered after the odd version by the Release
+                    // ORDERING: Relaxed; [stripe.W3] ordered after the odd version by the Release
                     // fence of the window.
                     L::store(
                         word,
@@ -608,7 +609,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 if let Some(watch) = watch {
                     if bucket == buckets[0] && buckets.len() == 2 {
                         let other = buckets[1];
-                        // ORDERING: Relaxed; under the other bucket's stripe lock [W1].
+                        // ORDERING: Relaxed; under the other bucket's stripe lock [stripe.W1].
                         let word = L::load(&self.buckets[other], Ordering::Relaxed);
                         if matching_lanes::<L>(word, p.fp) != 0 {
                             self.copy.after_take(watch, bucket, other, p.fp);
@@ -639,7 +640,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 let end = index * chunk + words.len();
                 chunks.read(end, || {
                     values.clear();
-                    // ORDERING: Acquire; [C2] with the chunk's announcement fenced before.
+                    // ORDERING: Acquire; [copy.C2] with the chunk's announcement fenced before.
                     values.extend(words.iter().map(|w| L::load(w, Ordering::Acquire)));
                 });
                 sink(&values)?;
@@ -655,18 +656,18 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         &mut self.copy
     }
 
-    /// Empties the table: a take \[W3\] of everything, under every stripe lock (taken in
-    /// ascending order \[W1\]) with every stripe's version odd.
+    /// Empties the table: a take \[stripe.W3\] of everything, under every stripe lock (taken in
+    /// ascending order \[stripe.W1\]) with every stripe's version odd.
     pub(crate) fn clear(&self) {
         let mut locks: Vec<StripeLock<'_>> = self.stripes.iter().map(StripeLock::acquire).collect();
         for lock in &mut locks {
             lock.begin_take_unfenced();
         }
-        // ORDERING: Release fence; [W3] orders every odd version above before the bucket
+        // ORDERING: Release fence; [stripe.W3] orders every odd version above before the bucket
         // stores below, as `begin_take` does for one stripe.
         fence(Ordering::Release);
         for word in self.buckets.iter() {
-            // ORDERING: Relaxed; [W3] ordered by the fence above; every stripe is held.
+            // ORDERING: Relaxed; [stripe.W3] ordered by the fence above; every stripe is held.
             L::store(word, 0, Ordering::Relaxed);
         }
         for lock in &mut locks {
@@ -688,7 +689,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             .collect()
     }
 
-    /// `remove` without its window \[W3\]: locked, a Release store, no version change. The
+    /// `remove` without its window \[stripe.W3\]: locked, a Release store, no version change. The
     /// broken variant the net-move loom models and stress test must catch: a put of `f` into
     /// one bucket and this take of an `f` from the other move a copy with the stripe word
     /// unchanged.

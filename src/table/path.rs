@@ -1,7 +1,7 @@
 //! Cuckoo paths: a breadth-first search (or, selectable for comparison, the cuckoo filter
 //! paper's random walk) that reads the table without changing it, and an execution that moves
 //! the free slot backwards along the path, one re-validated hop at a time. Both searches only
-//! propose; every change to the table is a \[W3\] hop of [`displace`](RawTable::displace), so
+//! propose; every change to the table is a \[stripe.W3\] hop of [`displace`](RawTable::displace), so
 //! the random walk adds no protocol step (and needs no loom model of its own: the hop models
 //! cover every table write it leads to).
 //!
@@ -13,7 +13,7 @@
 //! Execution starts at the free end, so no fingerprint is ever out of the table (moving from
 //! the key's end first would clear a slot before its fingerprint had a new home): the last
 //! fingerprint on the path moves into the free slot, which frees its old slot for the
-//! fingerprint before it, and so on, until a slot in the new key's own bucket is free. Each hop is one \[W3\] step of the protocol in
+//! fingerprint before it, and so on, until a slot in the new key's own bucket is free. Each hop is one \[stripe.W3\] step of the protocol in
 //! [`stripe`](super::stripe): it locks the stripes of its two buckets, checks that the
 //! fingerprint is still where the search saw it and that the destination still has a free
 //! slot, copies, then clears. If another writer changed either bucket since the search, the
@@ -96,7 +96,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             let node = queue[head];
             let bucket = node.bucket as usize;
             // ORDERING: Relaxed; the search only proposes, each hop re-validates under its
-            // stripe locks [W3].
+            // stripe locks [stripe.W3].
             let word = L::load(&self.buckets[bucket], Ordering::Relaxed);
             if empty_lanes::<L>(word) != 0 {
                 return Some(Self::trace(&queue, head));
@@ -172,7 +172,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         let mut walk: Vec<Hop> = Vec::new();
         for _ in 0..=self.random_walk_kicks {
             // ORDERING: Relaxed; the walk only proposes, each hop re-validates under its
-            // stripe locks [W3].
+            // stripe locks [stripe.W3].
             let word = L::load(&self.buckets[bucket], Ordering::Relaxed);
             if empty_lanes::<L>(word) != 0 {
                 walk.reverse();
@@ -214,7 +214,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         (hops.len(), true)
     }
 
-    /// One hop \[W3\]: moves `hop.fp` from `hop.slot` of `hop.from` to a free slot of `hop.to`,
+    /// One hop \[stripe.W3\]: moves `hop.fp` from `hop.slot` of `hop.from` to a free slot of `hop.to`,
     /// if both are still as the search saw them. Returns whether it moved.
     pub(crate) fn displace(&self, hop: Hop) -> bool {
         debug_assert_ne!(hop.from, hop.to);
@@ -223,7 +223,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         let mut locks = PairLock::acquire(&self.stripes, from_stripe, to_stripe);
         let source = &self.buckets[hop.from];
         let destination = &self.buckets[hop.to];
-        // ORDERING: Relaxed; under both stripe locks, whose Acquire [W1] made the previous
+        // ORDERING: Relaxed; under both stripe locks, whose Acquire [stripe.W1] made the previous
         // holders' stores visible.
         let src = L::load(source, Ordering::Relaxed);
         if lane::<L>(src, hop.slot) != hop.fp {
@@ -238,14 +238,14 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         let watch = self.copy.watch();
         let version_stripe = self.stripe_of(hop.from.min(hop.to));
         locks.get(version_stripe).begin_take();
-        // ORDERING: Relaxed; [W3] copy first, after the Release fence of `begin_take`.
+        // ORDERING: Relaxed; [stripe.W3] copy first, after the Release fence of `begin_take`.
         L::store(
             destination,
             with_lane::<L>(dst, first_lane::<L>(free), hop.fp),
             Ordering::Relaxed,
         );
-        // ORDERING: Relaxed; [W3] clear second; a reader that sees this store sees the odd
-        // version through the fences of [W3]/[R3].
+        // ORDERING: Relaxed; [stripe.W3] clear second; a reader that sees this store sees the odd
+        // version through the fences of [stripe.W3]/[stripe.R3].
         L::store(source, with_lane::<L>(src, hop.slot, 0), Ordering::Relaxed);
         locks.get(version_stripe).end_take();
         locks.get(from_stripe).remove_fingerprint();

@@ -17,26 +17,26 @@
 //! hop's clear, a `remove`, `clear`. Puts only add copies, so only takes can make a copy
 //! vanish from under a reader, and every take is versioned.
 //!
-//! - **\[W1\]** A writer locks a stripe with a compare-exchange that sets `LOCKED` (Acquire),
+//! - **\[stripe.W1\]** A writer locks a stripe with a compare-exchange that sets `LOCKED` (Acquire),
 //!   after spinning on plain loads (test-and-test-and-set with backoff). Two stripes are
 //!   taken in ascending index order; a stripe shared by both buckets is taken once.
-//! - **\[W2\]** Every store to a bucket word happens while holding the lock of that bucket's
-//!   stripe. A put's store is Release (\[I4\]); a take's stores are Relaxed, ordered by the
-//!   fence of \[W3\].
-//! - **\[W3\]** Every take of `f` from a bucket of pair `{x, y}` runs inside a *window* on the
+//! - **\[stripe.W2\]** Every store to a bucket word happens while holding the lock of that bucket's
+//!   stripe. A put's store is Release (\[stripe.I4\]); a take's stores are Relaxed, ordered by the
+//!   fence of \[stripe.W3\].
+//! - **\[stripe.W3\]** Every take of `f` from a bucket of pair `{x, y}` runs inside a *window* on the
 //!   pair's version stripe, whose lock it holds: it makes the version odd (Relaxed store, then
 //!   `fence(Release)`), makes its bucket stores, and makes the version even again in the unlock
 //!   store. A hop of `f` from `s` to `d` holds the stripes of both and, inside its window,
 //!   stores `f` into `d` first and clears it from `s` second. A remove holds the stripes of its
 //!   key's two buckets and clears one copy. `clear` holds every stripe, makes every version
 //!   odd, issues one fence, and zeroes every bucket.
-//! - **\[W4\]** Unlock is one Release store of the whole word (lock bit clear, new version,
+//! - **\[stripe.W4\]** Unlock is one Release store of the whole word (lock bit clear, new version,
 //!   new count), written by the lock holder, the only writer of a locked word.
-//! - **\[R1\]** A reader of fingerprint `f` with buckets `{p, a}` loads its version stripe's
+//! - **\[stripe.R1\]** A reader of fingerprint `f` with buckets `{p, a}` loads its version stripe's
 //!   word with Acquire.
-//! - **\[R2\]** It loads both bucket words (Relaxed). A match answers "present" at once: a
+//! - **\[stripe.R2\]** It loads both bucket words (Relaxed). A match answers "present" at once: a
 //!   fingerprint seen in a bucket word really was stored there at that instant.
-//! - **\[R3\]** On no match it issues `fence(Acquire)` and reloads the stripe word (Relaxed).
+//! - **\[stripe.R3\]** On no match it issues `fence(Acquire)` and reloads the stripe word (Relaxed).
 //!   The same word with an even version means no take of `f`'s pair overlapped the bucket
 //!   loads (below), so "absent" is the truth. The whole word is compared, not only the
 //!   version: stricter, so never less safe, and cheaper; a put or a lock in the stripe during
@@ -44,32 +44,32 @@
 //!   answers "present" (a false positive is allowed, a hang is not).
 //!
 //! Invariants:
-//! - **\[I1\]** No false negatives: a key whose insert happened before a lookup began, and
+//! - **\[stripe.I1\]** No false negatives: a key whose insert happened before a lookup began, and
 //!   which was not removed (by its own remove or by a `clear`), is reported present (argued
 //!   below).
-//! - **\[I2\]** Pair coverage: a take of `f` from bucket `b` opens its window on the version
+//! - **\[stripe.I2\]** Pair coverage: a take of `f` from bucket `b` opens its window on the version
 //!   stripe of `b`'s pair for `f`, which is the pair every lookup of a key with fingerprint `f`
 //!   and bucket `b` validates against. (A hop's two buckets, a remove's two buckets and a
 //!   lookup's two buckets are each one pair.)
-//! - **\[I3\]** A word's count is the number of fingerprints in its stripe's buckets whenever
+//! - **\[stripe.I3\]** A word's count is the number of fingerprints in its stripe's buckets whenever
 //!   the word is unlocked; `len` is the sum of the counts.
-//! - **\[I4\]** A put's store is Release: a reader's bucket load may read a put made *after* a
+//! - **\[stripe.I4\]** A put's store is Release: a reader's bucket load may read a put made *after* a
 //!   take in the same bucket, by a writer that locked only that bucket's stripe. The Release
 //!   store carries the take's odd version (through that writer's Acquire lock) to the reader's
 //!   Acquire fence; a Relaxed one lets the reader validate against the old version and miss
-//!   the take (`loom_i4_negative_control_relaxed_plain_store_hides_a_hop`).
+//!   the take (`loom_stripe_control_put_relaxed`).
 //!
-//! # Why a validated "absent" misses no key (\[I1\])
+//! # Why a validated "absent" misses no key (\[stripe.I1\])
 //!
 //! Premises. Each bucket word's modification order is the order in which its stripe's lock
-//! holders stored to it (\[W2\]); every store rewrites the current word, changing one lane (a
+//! holders stored to it (\[stripe.W2\]); every store rewrites the current word, changing one lane (a
 //! put fills an empty lane, a take clears a lane holding its fingerprint), except `clear`,
 //! which zeroes it. And the filter's contract for removes: a key is removed only after its
 //! insert returned, only as often as it was inserted, and not after a `clear` that followed
 //! its insert (`clear` removes every key).
 //!
-//! A lookup of `f` in pair `{p, a}` that answers "absent" read stripe-word stores `σ1` (\[R1\])
-//! and then `σ2` (\[R3\]) with equal values and an even version. Consider any take window `W`
+//! A lookup of `f` in pair `{p, a}` that answers "absent" read stripe-word stores `σ1` (\[stripe.R1\])
+//! and then `σ2` (\[stripe.R3\]) with equal values and an even version. Consider any take window `W`
 //! on that version stripe.
 //!
 //! 1. `W` did not open between `σ1` and `σ2`: opening bumps the version, versions only grow
@@ -80,14 +80,14 @@
 //!    read-modify-write, which continues the release sequence of the unlock it read). Each is
 //!    made by `W`'s holder or a later one, and lock holders are chained by their unlocks and
 //!    Acquire locks, so `W` happens before the unlock whose release sequence `σ1` is in, and
-//!    the Acquire load \[R1\] makes `W` happen before the bucket loads: they see `W`'s stores
+//!    the Acquire load \[stripe.R1\] makes `W` happen before the bucket loads: they see `W`'s stores
 //!    or later ones (coherence).
 //! 3. Opened after `σ2`: suppose a bucket load read a store of `W`, or a store that follows
-//!    one of `W`'s in that bucket's order. `W` holds that bucket's stripe (\[W2\]); its odd
+//!    one of `W`'s in that bucket's order. `W` holds that bucket's stripe (\[stripe.W2\]); its odd
 //!    version store is sequenced before its Release fence and before its unlock of that
 //!    stripe, and every later store to the bucket is made by a later holder of the stripe,
 //!    after its Acquire lock, as a Release store (a put) or after a Release fence (a take,
-//!    whatever pair it versions). \[R3\]'s Acquire fence synchronizes with that store or fence,
+//!    whatever pair it versions). \[stripe.R3\]'s Acquire fence synchronizes with that store or fence,
 //!    so `W`'s odd version store happens before the reload, which then reads it or a later
 //!    value, not `σ2`: a contradiction. So the bucket loads see none of `W`'s stores.
 //!
@@ -140,7 +140,7 @@ const COUNT_ONE: u64 = 1 << COUNT_SHIFT;
 /// most this many slots.
 pub(crate) const MAX_STRIPE_SLOTS: usize = (1 << (64 - COUNT_SHIFT)) - 1;
 
-/// An unlocked stripe word at version 0 counting `n` fingerprints \[I3\].
+/// An unlocked stripe word at version 0 counting `n` fingerprints \[stripe.I3\].
 #[inline]
 pub(crate) fn with_count(n: u64) -> u64 {
     debug_assert!(n <= MAX_STRIPE_SLOTS as u64);
@@ -154,7 +154,7 @@ pub(crate) fn is_taking(word: u64) -> bool {
 }
 
 /// Whether a reader's two loads of a stripe word, `before` and `after` its bucket loads,
-/// prove that no take overlapped them \[R3\]: `before` was not mid-take and the word did not
+/// prove that no take overlapped them \[stripe.R3\]: `before` was not mid-take and the word did not
 /// change at all.
 ///
 /// Comparing whole words is stricter than comparing versions (a plain insert in the stripe,
@@ -196,7 +196,7 @@ pub(crate) fn version_distance(from: u64, to: u64) -> u64 {
     ((to & VERSION_MASK).wrapping_sub(from & VERSION_MASK) & VERSION_MASK) >> 1
 }
 
-/// A held stripe lock. Unlocks (one Release store, \[W4\]) on drop.
+/// A held stripe lock. Unlocks (one Release store, \[stripe.W4\]) on drop.
 #[derive(Debug)]
 pub(crate) struct StripeLock<'a> {
     word: &'a AtomicU64,
@@ -205,7 +205,7 @@ pub(crate) struct StripeLock<'a> {
 }
 
 impl<'a> StripeLock<'a> {
-    /// Takes the lock \[W1\].
+    /// Takes the lock \[stripe.W1\].
     #[inline]
     pub(crate) fn acquire(word: &'a AtomicU64) -> Self {
         let mut backoff = Backoff::default();
@@ -214,7 +214,7 @@ impl<'a> StripeLock<'a> {
             // the compare-exchange below.
             let current = word.load(Ordering::Relaxed);
             if current & LOCKED == 0 {
-                // ORDERING: Acquire on success; [W1] pairs with the Release unlock [W4] of the
+                // ORDERING: Acquire on success; [stripe.W1] pairs with the Release unlock [stripe.W4] of the
                 // previous holder, so its bucket stores are visible to us.
                 if word
                     .compare_exchange_weak(
@@ -235,50 +235,50 @@ impl<'a> StripeLock<'a> {
         }
     }
 
-    /// Makes the version odd before a take's bucket stores \[W3\].
+    /// Makes the version odd before a take's bucket stores \[stripe.W3\].
     #[inline]
     pub(crate) fn begin_take(&mut self) {
         debug_assert!(!is_taking(self.value));
         self.value = bump_version(self.value);
         // ORDERING: Relaxed store, ordered before the take's bucket stores by the Release
-        // fence that follows; [W3] pairs with the reader's Acquire fence [R3].
+        // fence that follows; [stripe.W3] pairs with the reader's Acquire fence [stripe.R3].
         self.word.store(self.value, Ordering::Relaxed);
         fence(Ordering::Release);
     }
 
     /// Makes the version odd with no fence: for `clear`, which opens every stripe's window
-    /// and then issues one fence for all of them \[W3\].
+    /// and then issues one fence for all of them \[stripe.W3\].
     #[inline]
     pub(crate) fn begin_take_unfenced(&mut self) {
         debug_assert!(!is_taking(self.value));
         self.value = bump_version(self.value);
-        // ORDERING: Relaxed; the caller issues the Release fence of [W3] before its first
+        // ORDERING: Relaxed; the caller issues the Release fence of [stripe.W3] before its first
         // bucket store. Without that fence this is the broken variant a loom negative control
         // uses.
         self.word.store(self.value, Ordering::Relaxed);
     }
 
-    /// Makes the version even again; published by the unlock store \[W4\].
+    /// Makes the version even again; published by the unlock store \[stripe.W4\].
     #[inline]
     pub(crate) fn end_take(&mut self) {
         debug_assert!(is_taking(self.value));
         self.value = bump_version(self.value);
     }
 
-    /// Counts one fingerprint more in this stripe's buckets \[I3\].
+    /// Counts one fingerprint more in this stripe's buckets \[stripe.I3\].
     #[inline]
     pub(crate) fn add_fingerprint(&mut self) {
         self.value += COUNT_ONE;
     }
 
-    /// Counts one fingerprint fewer in this stripe's buckets \[I3\].
+    /// Counts one fingerprint fewer in this stripe's buckets \[stripe.I3\].
     #[inline]
     pub(crate) fn remove_fingerprint(&mut self) {
         debug_assert!(count(self.value) > 0);
         self.value -= COUNT_ONE;
     }
 
-    /// Sets the count to zero (`clear`) \[I3\].
+    /// Sets the count to zero (`clear`) \[stripe.I3\].
     #[inline]
     pub(crate) fn reset_count(&mut self) {
         self.value &= COUNT_ONE - 1;
@@ -289,13 +289,13 @@ impl Drop for StripeLock<'_> {
     #[inline]
     fn drop(&mut self) {
         debug_assert!(!is_taking(self.value), "unlocking in the middle of a take");
-        // ORDERING: Release; [W4] publishes this holder's bucket stores (and the even version
-        // of a finished take) to the next locker [W1] and to readers [R1].
+        // ORDERING: Release; [stripe.W4] publishes this holder's bucket stores (and the even version
+        // of a finished take) to the next locker [stripe.W1] and to readers [stripe.R1].
         self.word.store(self.value & !LOCKED, Ordering::Release);
     }
 }
 
-/// The locks of the stripes of one or two buckets, taken in ascending order \[W1\].
+/// The locks of the stripes of one or two buckets, taken in ascending order \[stripe.W1\].
 #[derive(Debug)]
 pub(crate) struct PairLock<'a> {
     low: (usize, StripeLock<'a>),
@@ -313,7 +313,7 @@ impl<'a> PairLock<'a> {
     }
 
     /// Runs `clear` (a take's store of one fingerprint out of a bucket of stripe `owner`)
-    /// inside a window on stripe `version` \[W3\], and counts the fingerprint out of `owner`.
+    /// inside a window on stripe `version` \[stripe.W3\], and counts the fingerprint out of `owner`.
     /// Both stripes must be held.
     ///
     /// One call resolves both locks, so the pair stays in registers on the remove path.

@@ -1,9 +1,9 @@
-//! Loom models of the false-positive memo ([M1] to [M4] in the module docs).
+//! Loom models of the false-positive memo ([memo.M1] to [memo.M4] in the module docs).
 //!
 //! Every actor is a spawned thread; the main thread only sets up, joins and asserts. The store
 //! is a loom mutex over whether the key exists; the memo has one slot, so every put and lookup
-//! meets every other. Each model drives the memo in the order the guards do (a put: [M1], store
-//! write, [M2]; a lookup: [M3], store read, [M4]). A lookup that then finds the row in the
+//! meets every other. Each model drives the memo in the order the guards do (a put: [memo.M1], store
+//! write, [memo.M2]; a lookup: [memo.M3], store read, [memo.M4]). A lookup that then finds the row in the
 //! store asks the memo again, as a client that has seen the row would, and the model ends by
 //! asking the memo for the key the store then holds: an entry either time would hide a row. Each has a negative control that breaks
 //! one step and must fail, and a census of the interleaving the step exists for.
@@ -33,8 +33,8 @@ fn memo(broken: Broken) -> Arc<Memo<u64>> {
     Arc::new(memo)
 }
 
-/// What a lookup saw: whether it noted a version ([M3]), whether the store answered absent,
-/// the store's state just before its probe, and whether it installed ([M4]).
+/// What a lookup saw: whether it noted a version ([memo.M3]), whether the store answered absent,
+/// the store's state just before its probe, and whether it installed ([memo.M4]).
 #[derive(Debug, Clone, Copy)]
 struct Looked {
     noted: bool,
@@ -69,7 +69,7 @@ fn lookup(memo: &Arc<Memo<u64>>, store: &Store) -> thread::JoinHandle<Option<Loo
     })
 }
 
-/// The guards' put: [M1], the store write, [M2] with a known outcome.
+/// The guards' put: [memo.M1], the store write, [memo.M2] with a known outcome.
 fn put(memo: &Memo<u64>, store: &Store, lands: bool) {
     let write = memo.begin_write(&K);
     if lands {
@@ -91,9 +91,9 @@ fn assert_not_hidden(memo: &Memo<u64>, store: &Store) {
     assert_not_hit(memo);
 }
 
-/// [M1]-[M4]: a lookup of `K` races a create of `K`. The census asks for both ways the
+/// [memo.M1]-[memo.M4]: a lookup of `K` races a create of `K`. The census asks for both ways the
 /// lookup's "absent" must not survive: an install refused because the create began after the
-/// note, and an install the create's [M1] then cleared.
+/// note, and an install the create's [memo.M1] then cleared.
 fn lookup_races_a_create(broken: Broken, clear_after_write: bool, census: [Census; 2]) {
     let memo = memo(broken);
     let store = Store::default();
@@ -127,7 +127,7 @@ fn loom_memo_lookup_racing_a_create_never_keeps_a_stale_absent() {
     let refused = Census::default();
     let r = refused.clone();
     explore(
-        "an install the create's [M1] then cleared",
+        "an install the create's [memo.M1] then cleared",
         move |installed| lookup_races_a_create(Broken::default(), false, [r.clone(), installed]),
     );
     refused.assert_seen("an install refused because a create began after the note");
@@ -135,7 +135,7 @@ fn loom_memo_lookup_racing_a_create_never_keeps_a_stale_absent() {
 
 #[test]
 #[should_panic(expected = "hides a key the store holds")]
-fn loom_memo_control_put_leaves_the_entry() {
+fn loom_memo_control_clear_skipped() {
     loom::model(|| {
         lookup_races_a_create(
             Broken {
@@ -150,7 +150,7 @@ fn loom_memo_control_put_leaves_the_entry() {
 
 #[test]
 #[should_panic(expected = "hides a key the store holds")]
-fn loom_memo_control_install_without_the_version_check() {
+fn loom_memo_control_install_unchecked() {
     loom::model(|| {
         lookup_races_a_create(
             Broken {
@@ -165,7 +165,7 @@ fn loom_memo_control_install_without_the_version_check() {
 
 #[test]
 #[should_panic(expected = "hides a key the store holds")]
-fn loom_memo_control_note_while_a_put_is_in_flight() {
+fn loom_memo_control_writing_ignored() {
     loom::model(|| {
         lookup_races_a_create(
             Broken {
@@ -184,7 +184,7 @@ fn loom_memo_control_clear_after_the_store_write() {
     loom::model(|| lookup_races_a_create(Broken::default(), true, censuses()));
 }
 
-/// [M2] for a write of unknown outcome: a put of `K` is dropped during its store write (a
+/// [memo.M2] for a write of unknown outcome: a put of `K` is dropped during its store write (a
 /// dropped future), and its write lands afterwards. The census asks for the lookup that probed
 /// and read between the drop and the landing: with the slot enabled again it would install an
 /// "absent" the landing makes false.
@@ -219,7 +219,7 @@ fn loom_memo_put_of_unknown_outcome_disables_its_slot() {
 
 #[test]
 #[should_panic(expected = "hides a key the store holds")]
-fn loom_memo_control_unknown_outcome_forgotten() {
+fn loom_memo_control_unknown_forgotten() {
     loom::model(|| {
         lookup_races_a_put_that_lands_late(
             Broken {
@@ -231,7 +231,7 @@ fn loom_memo_control_unknown_outcome_forgotten() {
     });
 }
 
-/// [M1]/[M2] with two puts of `K` in flight: one fails definitely (nothing lands), one
+/// [memo.M1]/[memo.M2] with two puts of `K` in flight: one fails definitely (nothing lands), one
 /// creates. The census asks for the lookup that probed after the failed one ended and
 /// before the create's write landed, while the create was in flight: it must note nothing.
 fn lookup_races_a_failed_put_and_a_create(broken: Broken, census: Census) {
@@ -264,7 +264,7 @@ fn loom_memo_two_puts_in_flight_are_both_counted() {
 
 #[test]
 #[should_panic(expected = "hides a key the store holds")]
-fn loom_memo_control_in_flight_as_a_flag() {
+fn loom_memo_control_writing_as_flag() {
     loom::model(|| {
         lookup_races_a_failed_put_and_a_create(
             Broken {
@@ -277,7 +277,7 @@ fn loom_memo_control_in_flight_as_a_flag() {
 }
 
 /// A lookup of `key` (not `K`) the filter admitted, for a key the store never holds: the
-/// store answers absent, and the lookup installs when [M4] lets it.
+/// store answers absent, and the lookup installs when [memo.M4] lets it.
 fn lookup_of_other(memo: &Arc<Memo<u64>>, key: u64) -> thread::JoinHandle<bool> {
     let memo = Arc::clone(memo);
     thread::spawn(move || {
@@ -294,7 +294,7 @@ fn lookup_of_other(memo: &Arc<Memo<u64>>, key: u64) -> thread::JoinHandle<bool> 
 /// `K` survive the create. The census asks for `J` installing in an execution where the
 /// lookup of `K` read "absent".
 #[test]
-fn loom_memo_review_two_keys_share_a_slot() {
+fn loom_memo_two_keys_share_a_slot() {
     const J: u64 = 8;
     explore(
         "a lookup of J installed while K's lookup read absent",
@@ -320,9 +320,9 @@ fn loom_memo_review_two_keys_share_a_slot() {
 
 /// A delete of `K` then a create of `K` (one actor, in that order: the create returned
 /// after the delete) race a lookup of `K`. The lookup may install "absent" after the delete;
-/// the create's [M1] must clear it. The census asks for that install.
+/// the create's [memo.M1] must clear it. The census asks for that install.
 #[test]
-fn loom_memo_review_delete_then_create_race_a_lookup() {
+fn loom_memo_delete_then_create_race_a_lookup() {
     explore("an install after the delete", |census| {
         let memo = memo(Broken::default());
         let store = Store::new(Mutex::new(Row {
@@ -347,7 +347,7 @@ fn loom_memo_review_delete_then_create_race_a_lookup() {
     });
 }
 
-/// [M5]: a row written behind the guard's back (a store write with no [M1]), then a rebuild
+/// [memo.M5]: a row written behind the guard's back (a store write with no [memo.M1]), then a rebuild
 /// starts (one actor, in that order), race a lookup of `K`. The census asks for the lookup that
 /// noted its version before the clear, read the store before the write and tried to install
 /// after the clear: only the version bump refuses it.
@@ -393,7 +393,7 @@ fn loom_memo_rebuild_clear_refuses_an_install_noted_before_it() {
 
 #[test]
 #[should_panic(expected = "hides a key the store holds")]
-fn loom_memo_control_rebuild_clear_keeps_the_versions() {
+fn loom_memo_control_rebuild_version_kept() {
     loom::model(|| {
         lookup_races_a_bypassing_write_then_a_rebuild(
             Broken {
@@ -460,7 +460,7 @@ fn loom_memo_resize_after_an_unknown_put_starts_disabled() {
 
 #[test]
 #[should_panic(expected = "hides a key the store holds")]
-fn loom_memo_control_resize_forgets_the_unknown_put() {
+fn loom_memo_control_resize_forgets() {
     loom::model(|| {
         resized_memo_races_a_late_write(
             Broken {
@@ -615,10 +615,10 @@ mod guard_level {
         census.saw(database_then_client.join().unwrap());
     }
 
-    /// The put's [M2] disabled `K`'s slot: the first lookup installs nothing, the second reads
+    /// The put's [memo.M2] disabled `K`'s slot: the first lookup installs nothing, the second reads
     /// the landed row.
     #[test]
-    fn loom_memo_review_unknown_put_then_lookups_keep_the_slot_disabled() {
+    fn loom_memo_unknown_put_then_lookups_keep_the_slot_disabled() {
         crate::table::loom_tests::explore(
             "a first lookup that read absent before the unknown write landed",
             |census| unknown_put_then_lookups(false, census),
@@ -629,7 +629,7 @@ mod guard_level {
     /// starts with every slot disabled, so the first lookup installs nothing and the second
     /// reads the landed row.
     #[test]
-    fn loom_memo_review_with_memo_keeps_an_unknown_put_disabled() {
+    fn loom_memo_with_memo_keeps_an_unknown_put_disabled() {
         crate::table::loom_tests::explore(
             "a first lookup that read absent before the unknown write landed",
             |census| unknown_put_then_lookups(true, census),

@@ -1,5 +1,5 @@
-//! Loom models of the copy protocol \[C1\]-\[C4\]
-//! (`RUSTFLAGS="--cfg cuckoo_loom" cargo test --release --lib loom_c`).
+//! Loom models of the copy protocol \[copy.C1\]-\[copy.C4\]
+//! (`RUSTFLAGS="--cfg cuckoo_loom" cargo test --release --lib loom_copy`).
 //!
 //! A copier reads a two-bucket table one bucket per chunk (bucket 0, then bucket 1) while a
 //! writer moves a key's only copy from bucket 1 to bucket 0 (the order in which a copier
@@ -80,7 +80,7 @@ fn held(words: &[u64], extras: &[Extra], fp: u64) -> usize {
 }
 
 // ---------------------------------------------------------------------------------------
-// [C2]-[C4] against a hop.
+// [copy.C2]-[copy.C4] against a hop.
 // ---------------------------------------------------------------------------------------
 
 /// A key's only copy hops from bucket 1 to bucket 0 while the copier reads 0 then 1; asserts
@@ -124,36 +124,68 @@ fn logged_after(
 }
 
 #[test]
-fn loom_c4_a_hop_across_the_copier_leaves_an_extra() {
-    explore(STRADDLED, |c| copier_races_hop(Broken::None, c));
+fn loom_copy_a_hop_across_the_copier_leaves_an_extra() {
+    explore(STRADDLED, |c| copier_races_hop(Broken::default(), c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_c4_negative_control_no_log_loses_the_hop() {
-    model(|| copier_races_hop(Broken::NoLog, Census::default()));
+fn loom_copy_control_no_log() {
+    model(|| {
+        copier_races_hop(
+            Broken {
+                no_log: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_c4_negative_control_writer_without_fence_loses_the_hop() {
-    model(|| copier_races_hop(Broken::NoWriterFence, Census::default()));
+fn loom_copy_control_writer_unfenced() {
+    model(|| {
+        copier_races_hop(
+            Broken {
+                writer_unfenced: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_c2_negative_control_copier_without_fence_loses_the_hop() {
-    model(|| copier_races_hop(Broken::NoCopierFence, Census::default()));
+fn loom_copy_control_copier_unfenced() {
+    model(|| {
+        copier_races_hop(
+            Broken {
+                copier_unfenced: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_c3_negative_control_read_bound_loaded_after_the_take_loses_the_hop() {
-    model(|| copier_races_hop(Broken::ReadBoundAfterTake, Census::default()));
+fn loom_copy_control_read_bound_after_take() {
+    model(|| {
+        copier_races_hop(
+            Broken {
+                read_bound_after_take: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
-// [C4] against a net move: a colliding key's put into bucket 0, then its remove taking
+// [copy.C4] against a net move: a colliding key's put into bucket 0, then its remove taking
 // the other key's copy from bucket 1.
 // ---------------------------------------------------------------------------------------
 
@@ -183,18 +215,26 @@ fn copier_races_net_move(broken: Broken, census: Census) {
 }
 
 #[test]
-fn loom_c4_a_net_move_across_the_copier_leaves_an_extra() {
-    explore(STRADDLED, |c| copier_races_net_move(Broken::None, c));
+fn loom_copy_a_net_move_across_the_copier_leaves_an_extra() {
+    explore(STRADDLED, |c| copier_races_net_move(Broken::default(), c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_c4_negative_control_no_log_loses_the_net_move() {
-    model(|| copier_races_net_move(Broken::NoLog, Census::default()));
+fn loom_copy_control_no_log_net_move() {
+    model(|| {
+        copier_races_net_move(
+            Broken {
+                no_log: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
-// [C1] the start and end handshakes, against the hop.
+// [copy.C1] the start and end handshakes, against the hop.
 // ---------------------------------------------------------------------------------------
 
 /// What the census of the start handshake's model must see.
@@ -202,9 +242,9 @@ const HELD_ACROSS_START: &str =
     "a take that held its locks when the copier set `active` and saw `false`";
 
 #[test]
-fn loom_c1_a_take_under_locks_held_across_the_start_is_read() {
+fn loom_copy_a_take_under_locks_held_across_the_start_is_read() {
     explore(HELD_ACROSS_START, |c| {
-        let (t, _) = hop_during_copy(Broken::None);
+        let (t, _) = hop_during_copy(Broken::default());
         c.saw(logged_after(
             &t.copy.events(),
             |e| e == Event::Started,
@@ -215,17 +255,22 @@ fn loom_c1_a_take_under_locks_held_across_the_start_is_read() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_c1_negative_control_no_start_handshake_loses_the_hop() {
-    model(|| drop(hop_during_copy(Broken::NoStartHandshake)));
+fn loom_copy_control_no_start_handshake() {
+    model(|| {
+        drop(hop_during_copy(Broken {
+            no_start_handshake: true,
+            ..Broken::default()
+        }))
+    });
 }
 
 /// What the census of the end handshake's model must see.
 const LOGGED_AFTER_END: &str = "an extra logged after the copier cleared `active`";
 
 #[test]
-fn loom_c1_an_extra_logged_across_the_end_is_collected() {
+fn loom_copy_an_extra_logged_across_the_end_is_collected() {
     explore(LOGGED_AFTER_END, |c| {
-        let (t, _) = hop_during_copy(Broken::None);
+        let (t, _) = hop_during_copy(Broken::default());
         c.saw(logged_after(
             &t.copy.events(),
             |e| e == Event::Ending,
@@ -236,8 +281,13 @@ fn loom_c1_an_extra_logged_across_the_end_is_collected() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_c1_negative_control_no_end_handshake_loses_the_extra() {
-    model(|| drop(hop_during_copy(Broken::NoEndHandshake)));
+fn loom_copy_control_no_end_handshake() {
+    model(|| {
+        drop(hop_during_copy(Broken {
+            no_end_handshake: true,
+            ..Broken::default()
+        }))
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -292,33 +342,51 @@ fn hop_during_second_copy(broken: Broken, first_fails: bool, census: Census) {
 const STRADDLED_SECOND: &str = "a take that straddled the second copy and logged an extra";
 
 #[test]
-fn loom_c1_a_second_copy_starts_from_zero() {
+fn loom_copy_a_second_copy_starts_from_zero() {
     explore(STRADDLED_SECOND, |c| {
-        hop_during_second_copy(Broken::None, false, c)
+        hop_during_second_copy(Broken::default(), false, c)
     });
 }
 
 #[test]
 #[should_panic(expected = "false negative: the second copy")]
-fn loom_c1_negative_control_no_reset_loses_the_hop_in_the_second_copy() {
-    model(|| hop_during_second_copy(Broken::NoReset, false, Census::default()));
+fn loom_copy_control_no_reset() {
+    model(|| {
+        hop_during_second_copy(
+            Broken {
+                no_reset: true,
+                ..Broken::default()
+            },
+            false,
+            Census::default(),
+        )
+    });
 }
 
 #[test]
-fn loom_c1_a_copy_after_a_failed_copy_starts_from_zero() {
+fn loom_copy_a_copy_after_a_failed_copy_starts_from_zero() {
     explore(STRADDLED_SECOND, |c| {
-        hop_during_second_copy(Broken::None, true, c)
+        hop_during_second_copy(Broken::default(), true, c)
     });
 }
 
 #[test]
 #[should_panic(expected = "false negative: the second copy")]
-fn loom_c1_negative_control_no_reset_after_a_failed_copy_loses_the_hop() {
-    model(|| hop_during_second_copy(Broken::NoReset, true, Census::default()));
+fn loom_copy_control_no_reset_after_a_failed_copy() {
+    model(|| {
+        hop_during_second_copy(
+            Broken {
+                no_reset: true,
+                ..Broken::default()
+            },
+            true,
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
-// [C3] a remove of one of two colliding keys, one copy in each bucket.
+// [copy.C3] a remove of one of two colliding keys, one copy in each bucket.
 // ---------------------------------------------------------------------------------------
 
 /// Fingerprints in `words` and `extras`: the slots a table rebuilt from the snapshot needs.
@@ -355,7 +423,7 @@ struct Snapshot {
     /// Fingerprints in all, extras included.
     fingerprints: usize,
     extras: usize,
-    /// `read` as the remove's \[C3\] loaded it, if it saw a copy running.
+    /// `read` as the remove's \[copy.C3\] loaded it, if it saw a copy running.
     watched: Option<u64>,
     /// The words, the extras and the copy's events, for a failure's message.
     trace: String,
@@ -365,7 +433,7 @@ struct Snapshot {
 /// bucket holds one copy and `fillers[b]` other fingerprints. A writer inserts `before`
 /// fingerprints of other keys with primary bucket 1, then removes k1, while the copier reads
 /// bucket 0, then 1. Asserts that the snapshot holds a copy for k2 and that a remove whose
-/// watch saw bucket 0 read left no duplicate (it takes the copy read there \[C3\]).
+/// watch saw bucket 0 read left no duplicate (it takes the copy read there \[copy.C3\]).
 fn colliding_remove_during_copy(broken: Broken, fillers: [usize; 2], before: usize) -> Snapshot {
     let t = table(broken);
     let fp = fp_linking(1, 0, 2, 1);
@@ -424,17 +492,26 @@ fn colliding_remove_during_copy(broken: Broken, fillers: [usize; 2], before: usi
 const TOOK_THE_READ_COPY: &str = "a colliding remove that took the copy the copier had read";
 
 #[test]
-fn loom_c3_a_colliding_remove_keeps_a_copy_for_the_other_key() {
+fn loom_copy_a_colliding_remove_keeps_a_copy_for_the_other_key() {
     explore(TOOK_THE_READ_COPY, |c| {
-        let s = colliding_remove_during_copy(Broken::None, [0, 0], 0);
+        let s = colliding_remove_during_copy(Broken::default(), [0, 0], 0);
         c.saw(s.watched.is_some_and(|read| read >= 1) && s.extras == 0);
     });
 }
 
 #[test]
 #[should_panic(expected = "duplicate: a remove that saw bucket 0 read")]
-fn loom_c3_negative_control_no_reorder_duplicates_the_read_copy() {
-    model(|| drop(colliding_remove_during_copy(Broken::NoReorder, [0, 0], 0)));
+fn loom_copy_control_no_reorder() {
+    model(|| {
+        drop(colliding_remove_during_copy(
+            Broken {
+                no_reorder: true,
+                ..Broken::default()
+            },
+            [0, 0],
+            0,
+        ))
+    });
 }
 
 /// What the census of the nearly full model must see.
@@ -443,20 +520,29 @@ const FILLED: &str = "a snapshot of a nearly full table that needed every slot";
 /// Seven of eight slots full: the snapshot's words hold at most seven fingerprints and the
 /// one take logs at most one extra, so a rebuilt table has room for it.
 #[test]
-fn loom_c3_a_colliding_remove_in_a_nearly_full_table_leaves_room_for_its_extra() {
+fn loom_copy_a_colliding_remove_in_a_nearly_full_table_leaves_room_for_its_extra() {
     explore(FILLED, |c| {
-        let s = colliding_remove_during_copy(Broken::None, [3, 2], 0);
+        let s = colliding_remove_during_copy(Broken::default(), [3, 2], 0);
         c.saw(s.fingerprints == 8);
     });
 }
 
 #[test]
 #[should_panic(expected = "duplicate: a remove that saw bucket 0 read")]
-fn loom_c3_negative_control_no_reorder_in_a_nearly_full_table() {
-    model(|| drop(colliding_remove_during_copy(Broken::NoReorder, [3, 2], 0)));
+fn loom_copy_control_no_reorder_in_a_nearly_full_table() {
+    model(|| {
+        drop(colliding_remove_during_copy(
+            Broken {
+                no_reorder: true,
+                ..Broken::default()
+            },
+            [3, 2],
+            0,
+        ))
+    });
 }
 
-/// A remove's \[C3\] load of `read` precedes its stores, so the copier can read both buckets
+/// A remove's \[copy.C3\] load of `read` precedes its stores, so the copier can read both buckets
 /// in between: the writer locks, loads `read == 0` (bucket 0 unread, so it takes bucket 1's
 /// copy first); the copier reads bucket 0 and bucket 1, both holding a copy, and blocks in its
 /// end handshake; the writer clears bucket 1, fences, loads `announced == 2` and logs
@@ -465,9 +551,9 @@ fn loom_c3_negative_control_no_reorder_in_a_nearly_full_table() {
 /// `active`; nothing orders them after the copier's stores, so they read `true` and 0.)
 #[test]
 #[ignore = "a residual duplicate the protocol allows"]
-fn loom_c3_colliding_remove_residual_duplicate() {
+fn loom_copy_colliding_remove_residual_duplicate() {
     model(|| {
-        let s = colliding_remove_during_copy(Broken::None, [0, 0], 0);
+        let s = colliding_remove_during_copy(Broken::default(), [0, 0], 0);
         assert!(
             s.copies <= 2,
             "duplicate: {} copies of a key held twice ({})",
@@ -483,6 +569,6 @@ fn loom_c3_colliding_remove_residual_duplicate() {
 /// eight slots, though the table never held more than eight.
 #[test]
 #[ignore = "a residual duplicate the protocol allows"]
-fn loom_c3_nearly_full_residual_duplicate() {
-    model(|| drop(colliding_remove_during_copy(Broken::None, [3, 2], 1)));
+fn loom_copy_nearly_full_residual_duplicate() {
+    model(|| drop(colliding_remove_during_copy(Broken::default(), [3, 2], 1)));
 }

@@ -1,4 +1,4 @@
-//! Loom models of growth (\[G1\] to \[G5\] in `growth`).
+//! Loom models of growth (\[growth.G1\] to \[growth.G5\] in `growth`).
 //!
 //! As in the table's models, every actor is a spawned thread, the main thread only sets up,
 //! joins and asserts, and each model has a negative control running a broken variant of the
@@ -42,7 +42,7 @@ fn spawn<T: Send + 'static>(
 }
 
 /// A stale writer loaded `grown` before another thread grew the filter, so its insert of `K`
-/// lands in the base table; it then removes `K`, and \[G3\] takes the copy the other thread
+/// lands in the base table; it then removes `K`, and \[growth.G3\] takes the copy the other thread
 /// put into the new table (the newest match). The other thread, `G`, grew, inserted `K` and
 /// then looks `K` up (`remove_after`: removes it); the writer's copy in the base table stands in
 /// for `G`'s. A lookup or remove reading the base table first can read it before the writer's
@@ -93,7 +93,7 @@ fn loom_growth_lookup_reads_newest_first() {
 
 #[test]
 #[should_panic(expected = "the grower missed a copy of a key its own thread inserted")]
-fn loom_growth_lookup_control_oldest_first() {
+fn loom_growth_control_lookup_oldest_first() {
     loom::model(|| stale_put_then_take(false, true, Census::default()));
 }
 
@@ -107,7 +107,7 @@ fn loom_growth_remove_scans_newest_first() {
 
 #[test]
 #[should_panic(expected = "the grower missed a copy of a key its own thread inserted")]
-fn loom_growth_remove_control_oldest_first() {
+fn loom_growth_control_remove_oldest_first() {
     loom::model(|| stale_put_then_take(true, true, Census::default()));
 }
 
@@ -159,11 +159,11 @@ fn loom_growth_remove_takes_the_newest_match() {
 
 #[test]
 #[should_panic(expected = "took K's copy")]
-fn loom_growth_remove_newest_match_control_oldest_first() {
+fn loom_growth_control_remove_oldest_first_newest_match() {
     loom::model(|| remove_takes_its_own_class(true, Census::default()));
 }
 
-/// Two inserts find the full base table at once and both grow \[G1\] \[G2\]. Neither key is
+/// Two inserts find the full base table at once and both grow \[growth.G1\] \[growth.G2\]. Neither key is
 /// lost, each is found by its own thread at once, and exactly one table is added.
 fn inserts_race_growth(grow: fn(&Tables, usize) -> Result<(), GrowFailure>, census: Census) {
     let t = tables(2);
@@ -187,7 +187,7 @@ fn inserts_race_growth(grow: fn(&Tables, usize) -> Result<(), GrowFailure>, cens
         1,
         "racing inserts added more than one table"
     );
-    // Both inserts found the base table full and called the growth step: [G1]'s check made
+    // Both inserts found the base table full and called the growth step: [growth.G1]'s check made
     // the later call a no-op.
     census.saw(t.full_then_grown() == 2);
 }
@@ -201,17 +201,17 @@ fn loom_growth_inserts_race_growth() {
 
 #[test]
 #[should_panic(expected = "added more than one table")]
-fn loom_growth_inserts_control_unchecked() {
+fn loom_growth_control_grow_unchecked() {
     loom::model(|| inserts_race_growth(Tables::grow_unchecked, Census::default()));
 }
 
 #[test]
 #[should_panic(expected = "counted before it was filled")]
-fn loom_growth_inserts_control_reserving_first() {
+fn loom_growth_control_grow_reserving_first() {
     loom::model(|| inserts_race_growth(Tables::grow_reserving_first, Census::default()));
 }
 
-/// \[G5\]: two unique inserts of `K`, one of them after growing the filter, add one copy. The
+/// \[growth.G5\]: two unique inserts of `K`, one of them after growing the filter, add one copy. The
 /// one that loaded `grown` before the growth must not put into the base table once the other
 /// has checked it.
 fn unique_inserts_race_growth(check_newest: bool, census: Census) {
@@ -234,20 +234,21 @@ fn unique_inserts_race_growth(check_newest: bool, census: Census) {
     assert_eq!(added, 1, "two unique inserts of one key both added a copy");
     assert_eq!(t.count(K), 1);
     // The stale insert loaded `grown` before the growth, and its put into the base table was
-    // refused under the base's locks [G5]: it retried in the new table.
+    // refused under the base's locks [growth.G5]: it retried in the new table.
     census.saw(t.outgrown_retries() > 0);
 }
 
 #[test]
 fn loom_growth_unique_inserts_race_growth() {
-    explore("a stale unique insert refused by [G5] and retried", |c| {
-        unique_inserts_race_growth(true, c)
-    });
+    explore(
+        "a stale unique insert refused by [growth.G5] and retried",
+        |c| unique_inserts_race_growth(true, c),
+    );
 }
 
 #[test]
 #[should_panic(expected = "both added a copy")]
-fn loom_growth_unique_control_unchecked_newest() {
+fn loom_growth_control_unique_outgrown_unchecked() {
     loom::model(|| unique_inserts_race_growth(false, Census::default()));
 }
 
@@ -267,10 +268,10 @@ fn stale_net_move_in_an_older_table(unversioned_take: bool, census: Census) {
     }
     t.grow(0).unwrap();
     let writer = spawn(&t, move |t| {
-        // A writer that loaded `grown` before the growth [G2].
+        // A writer that loaded `grown` before the growth [growth.G2].
         assert_eq!(t.base().insert(K2, false), Ok(Inserted::Added));
         let removed = if unversioned_take {
-            // [G3] newest first, but the base table's take has no version window.
+            // [growth.G3] newest first, but the base table's take has no version window.
             let Table::Fp16(base) = t.base() else {
                 unreachable!("a 16-bit flat base")
             };
@@ -302,6 +303,6 @@ fn loom_growth_stale_net_move_in_an_older_table() {
 
 #[test]
 #[should_panic(expected = "K lost to a net move in the base table")]
-fn loom_growth_stale_net_move_control_unversioned_take() {
+fn loom_growth_control_remove_unversioned() {
     loom::model(|| stale_net_move_in_an_older_table(true, Census::default()));
 }

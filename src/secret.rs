@@ -5,9 +5,9 @@ use std::fmt;
 /// Bytes of a [`SealSecret`].
 pub const SEAL_SECRET_LEN: usize = 32;
 
-/// The secret a store keeps as its seal ([`Store::SEALS`](super::Store::SEALS)): 32 random
+/// The secret a store keeps as its seal ([`Store::SEALS`](crate::guard::Store::SEALS)): 32 random
 /// bytes drawn from the operating system's generator at each
-/// [`seal`](super::CacheGuard::seal).
+/// [`seal`](crate::guard::CacheGuard::seal).
 ///
 /// The sealed snapshot file carries only the secret's public [`id`](Self::id) and a MAC of the
 /// whole file keyed by the secret (keyed BLAKE3); a restart trusts the file only if the MAC
@@ -101,7 +101,7 @@ impl SealSecret {
 
     /// The secret's public id: the first 8 bytes (little-endian) of its unkeyed BLAKE3 hash,
     /// never 0. A sealed snapshot carries it in its header, to tell which seal the file was
-    /// written under ([`Restart::OtherSeal`](super::Restart::OtherSeal)); it proves nothing.
+    /// written under ([`Restart::OtherSeal`](crate::guard::Restart::OtherSeal)); it proves nothing.
     ///
     /// # Examples
     ///
