@@ -368,7 +368,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         let memo = self.inner.memo.begin_write(key);
         // If this future is dropped while the store call runs, the ticket's drop keeps the
         // copies and records the key as an orphan, and the memo write's drop disables the
-        // key's memo slot: the write may still land (rule 4, [R1]). The store's future, a
+        // key's memo slot: the write may still land (rule 4, [guard.R1]). The store's future, a
         // temporary of the statement below, drops before these locals: the orphan's write
         // has ended by then if the store's put ends with its future.
         let result = self.inner.store.put(key, value).await;
@@ -593,7 +593,7 @@ where
         reason: RebuildReason,
     ) -> Result<RebuildReport, GuardError<St::Error>> {
         let mut turn = self.core.begin_rebuild(claim, reason)?;
-        // [M5]: rows written behind the guard's back are looked up in the store again.
+        // [memo.M5]: rows written behind the guard's back are looked up in the store again.
         self.memo.forget_all();
         while !turn.poll_gate()? {
             gate_pause().await;

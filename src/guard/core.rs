@@ -15,7 +15,7 @@
 //! are the ones it touched before. Every guard call pins for the filter loads of one step and
 //! never across a store call.
 //!
-//! - **[R1] A create** copies its key (the copy an orphan keeps, below) before it enters the
+//! - **[guard.R1] A create** copies its key (the copy an orphan keeps, below) before it enters the
 //!   gate, so no caller code (the key's `Clone`) runs while it counts there; a seat in the gate
 //!   leaves it on every path, a panic in the key's `Hash` included. It enters the gate, then loads the filters (`SeqCst`, in the gate's total
 //!   order) and inserts the key into the current filter and, if there is one, the next, before
@@ -31,12 +31,12 @@
 //!   [`AsyncStore::PUT_ENDS_WITH_FUTURE`](super::AsyncStore::PUT_ENDS_WITH_FUTURE)) and the
 //!   call had returned or unwound (or its future completed or was dropped). Whether a write
 //!   ends with its call is the store's to say: a store that says nothing keeps its orphans.
-//! - **[R2] A delete** notes the current generation before its store delete. After the store
+//! - **[guard.R2] A delete** notes the current generation before its store delete. After the store
 //!   confirmed, it removes a copy only from that generation and only if it is still current:
 //!   a filter whose scan had not finished when the delete began may never have received the
 //!   key, and removing "its" copy could take another key's (P10). Every other filter keeps a
 //!   stale copy, counted.
-//! - **[R3] A rebuild** builds the next filter with fresh random hash keys when the builder
+//! - **[guard.R3] A rebuild** builds the next filter with fresh random hash keys when the builder
 //!   made the current one's hasher (a caller's hasher is kept), so a file or a leak of one
 //!   generation's keys says nothing about the next. It publishes the next filter (`SeqCst`),
 //!   flips the gate and waits until
@@ -59,7 +59,7 @@
 //! create inserted into the current filter it loaded, and into the next if there was one. If
 //! the lookup loads a later current filter, that is a next filter the create saw (it has the
 //! copy) or one whose scan started after the create's store write (the gate), so the scan
-//! inserted the key. Removals take only copies their own key put there ([R1], [R2]). No step
+//! inserted the key. Removals take only copies their own key put there ([guard.R1], [guard.R2]). No step
 //! carries a hash from one filter to another: every insert, remove and lookup hashes the key
 //! with the filter it touches, so filters of different keys hold each key where their own
 //! lookups look.
@@ -159,7 +159,7 @@ impl Admission {
 }
 
 /// A key as an orphan keeps it: hashable by any filter's hasher, copied out of a create's
-/// borrow before the create enters the writer gate ([R1]).
+/// borrow before the create enters the writer gate ([guard.R1]).
 trait OrphanKey: Send + Sync {
     /// Feeds the key to `state` as its own `Hash` does.
     fn hash_into(&self, state: &mut dyn Hasher);
@@ -177,7 +177,7 @@ impl<K: Hash + Clone + Send + Sync + 'static> OrphanKey for K {
     }
 }
 
-/// A key whose write's outcome is unknown ([R1]). Hashes exactly as the key does (`&mut dyn
+/// A key whose write's outcome is unknown ([guard.R1]). Hashes exactly as the key does (`&mut dyn
 /// Hasher` forwards every write to the filter's hasher), so a filter of any keys finds it.
 #[derive(Clone)]
 pub(super) struct Orphan(Arc<dyn OrphanKey>);
@@ -194,8 +194,8 @@ impl fmt::Debug for Orphan {
     }
 }
 
-/// An orphan as the guard lists it ([R1]): the key, and whether its write had ended (could
-/// no longer change the store) when it was recorded, which makes it prunable ([R3]).
+/// An orphan as the guard lists it ([guard.R1]): the key, and whether its write had ended (could
+/// no longer change the store) when it was recorded, which makes it prunable ([guard.R3]).
 #[derive(Debug, Clone)]
 pub(super) struct Recorded {
     pub(super) orphan: Orphan,
@@ -203,7 +203,7 @@ pub(super) struct Recorded {
 }
 
 /// Taken before a store delete: whether the warm-up had finished when the delete began, and
-/// the generation then current ([R2]).
+/// the generation then current ([guard.R2]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct DeleteTicket {
     ready_before: bool,
@@ -229,7 +229,7 @@ impl Drop for GateSeat<'_> {
     }
 }
 
-/// A create between its filter inserts and its store write's end ([R1]): its seat in the
+/// A create between its filter inserts and its store write's end ([guard.R1]): its seat in the
 /// gate, the generations it inserted into with the key's hash under each one's hasher, and
 /// the key's orphan copy, made before the create entered the gate. Dropped without
 /// [`GuardCore::end_put`] (a dropped future, a panic in the store), it records the orphan;
@@ -246,7 +246,7 @@ pub(super) struct PutTicket<'c, H> {
     orphan: Orphan,
     ended: bool,
     /// The store's word that its put can no longer write once the call has returned or
-    /// unwound ([R1]).
+    /// unwound ([guard.R1]).
     write_ends_with_call: bool,
 }
 
@@ -355,60 +355,60 @@ pub(super) struct GuardCore<H> {
 #[cfg(cuckoo_loom)]
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Broken {
-    /// [R3]: the scan starts without waiting at the gate.
+    /// [guard.R3]: the scan starts without waiting at the gate.
     pub(crate) gate_skipped: bool,
-    /// [R2]: a delete removes from every filter, the unscanned next one included.
+    /// [guard.R2]: a delete removes from every filter, the unscanned next one included.
     pub(crate) delete_from_every_filter: bool,
-    /// [R3]: a rebuild flips the gate without first draining the phase a stopped rebuild
+    /// [guard.R3]: a rebuild flips the gate without first draining the phase a stopped rebuild
     /// left undrained.
     pub(crate) leftover_ignored: bool,
-    /// [R1]: a create inserts into the current filter only, never the next.
+    /// [guard.R1]: a create inserts into the current filter only, never the next.
     pub(crate) next_skipped: bool,
-    /// [R1]: a create inserts into the next filter the hash the current filter's hasher gave.
+    /// [guard.R1]: a create inserts into the next filter the hash the current filter's hasher gave.
     pub(crate) next_hashed_by_current: bool,
-    /// [R1]: a put dropped before its end leaves the gate before it records its orphan.
+    /// [guard.R1]: a put dropped before its end leaves the gate before it records its orphan.
     pub(crate) orphan_after_leave: bool,
-    /// [R3]: a rebuild does not insert the orphans into its next filter.
+    /// [guard.R3]: a rebuild does not insert the orphans into its next filter.
     pub(crate) orphans_skipped: bool,
-    /// [R3]: a rebuild prunes every orphan, those whose write may still land included.
+    /// [guard.R3]: a rebuild prunes every orphan, those whose write may still land included.
     pub(crate) unsettled_orphans_pruned: bool,
-    /// [R3]: a rebuild inserts each orphan into its next filter by the hash the current
+    /// [guard.R3]: a rebuild inserts each orphan into its next filter by the hash the current
     /// filter's hasher gives it (an orphan kept as a hash).
     pub(crate) orphans_hashed_by_current: bool,
-    /// [R1]: an update removes its copy from every generation by the hash the current
+    /// [guard.R1]: an update removes its copy from every generation by the hash the current
     /// filter's hasher gave it (a ticket carrying one hash).
     pub(crate) own_copies_hashed_by_current: bool,
-    /// [W3]: no fence between the flip and the rebuild's counter reads.
+    /// [gate.W3]: no fence between the flip and the rebuild's counter reads.
     pub(crate) flip_unfenced: bool,
-    /// [R1]: an update removes a copy from every published generation, also those it never
+    /// [guard.R1]: an update removes a copy from every published generation, also those it never
     /// inserted into.
     pub(crate) update_removes_unowned_copies: bool,
-    /// [R1]: a create inserts into a filter only if the filter does not already report the
+    /// [guard.R1]: a create inserts into a filter only if the filter does not already report the
     /// key.
     pub(crate) insert_skipped_when_present: bool,
-    /// [R1]: a create loads the filters before it enters the gate.
+    /// [guard.R1]: a create loads the filters before it enters the gate.
     pub(crate) filters_loaded_before_entering: bool,
-    /// [R1]: a put whose outcome is unknown removes its copies (it still records its orphan).
+    /// [guard.R1]: a put whose outcome is unknown removes its copies (it still records its orphan).
     pub(crate) unknown_outcome_removes_copies: bool,
-    /// [R1]: a put whose outcome is unknown keeps its copies but records no orphan.
+    /// [guard.R1]: a put whose outcome is unknown keeps its copies but records no orphan.
     pub(crate) unknown_outcome_not_orphaned: bool,
-    /// [R1]: a put whose outcome is unknown leaves the gate before it records its orphan.
+    /// [guard.R1]: a put whose outcome is unknown leaves the gate before it records its orphan.
     pub(crate) unknown_orphan_after_leave: bool,
-    /// [R1]: a put dropped before its end records no orphan.
+    /// [guard.R1]: a put dropped before its end records no orphan.
     pub(crate) dropped_put_not_orphaned: bool,
-    /// [R2]: a delete notes the next generation, when one is pending, instead of the current.
+    /// [guard.R2]: a delete notes the next generation, when one is pending, instead of the current.
     pub(crate) delete_notes_the_next_generation: bool,
-    /// [R2]: a delete notes the current generation after its store delete, not before.
+    /// [guard.R2]: a delete notes the current generation after its store delete, not before.
     pub(crate) delete_generation_noted_late: bool,
-    /// [R2]: a delete the store did not confirm (no row deleted) removes a copy too.
+    /// [guard.R2]: a delete the store did not confirm (no row deleted) removes a copy too.
     pub(crate) delete_unconfirmed_removes: bool,
-    /// [R3]: a rebuild takes the orphans out of the list, so only the next rebuild inserts them.
+    /// [guard.R3]: a rebuild takes the orphans out of the list, so only the next rebuild inserts them.
     pub(crate) orphans_taken: bool,
-    /// [R3]: a rebuild reads the orphan list when it begins, before its wait at the gate.
+    /// [guard.R3]: a rebuild reads the orphan list when it begins, before its wait at the gate.
     pub(crate) orphans_read_before_the_gate: bool,
-    /// [R3]: a stopped rebuild's generation id is given to the next rebuild's filter.
+    /// [guard.R3]: a stopped rebuild's generation id is given to the next rebuild's filter.
     pub(crate) stopped_ids_reused: bool,
-    /// [R3]: a stopped rebuild publishes its unfinished next filter as the current one.
+    /// [guard.R3]: a stopped rebuild publishes its unfinished next filter as the current one.
     pub(crate) stopped_publishes_next: bool,
     /// [seal.S4] before [seal.S2]: the snapshot file is written before the seal.
     pub(crate) seal_after_snapshot: bool,
@@ -426,7 +426,7 @@ impl<H> GuardCore<H> {
     /// The current filter, kept alive by the handle.
     pub(super) fn filter(&self) -> FilterRef<H> {
         let pin = pin();
-        // ORDERING: Acquire; pairs with the publication [R3], so the filter's contents as
+        // ORDERING: Acquire; pairs with the publication [guard.R3], so the filter's contents as
         // published are visible.
         let filters = self.filters.load(Ordering::Acquire, &pin);
         FilterRef {
@@ -530,7 +530,7 @@ impl<H: BuildHasher> GuardCore<H> {
         bump(&self.shard().memo_hits);
     }
 
-    /// Create step 1 (rule 1, rule 3, [R1]): add a copy of the key to the current filter, and
+    /// Create step 1 (rule 1, rule 3, [guard.R1]): add a copy of the key to the current filter, and
     /// to a pending rebuild's next filter, **before** the store write, even if a filter
     /// already reports it, each hashed by that filter's hasher. Refuses the write if a filter
     /// has no room or its insert gave up under contention. The ticket holds a copy of the key,
@@ -556,7 +556,7 @@ impl<H: BuildHasher> GuardCore<H> {
             left: false,
         };
         let pin = pin();
-        // ORDERING: SeqCst; [R1] in the gate's total order: a create that finds no next
+        // ORDERING: SeqCst; [guard.R1] in the gate's total order: a create that finds no next
         // filter here is one a pending rebuild waits for (gate module).
         let filters = self.filters.load(Ordering::SeqCst, &pin);
         #[cfg(cuckoo_loom)]
@@ -621,7 +621,7 @@ impl<H: BuildHasher> GuardCore<H> {
 
     /// Create step 2: keep the copies for a create; remove them again for an update or a
     /// definite failure; keep them (stale, a false positive at worst) and record an orphan
-    /// when the failure may have been applied (rule 4, [R1]). Returns whether an automatic
+    /// when the failure may have been applied (rule 4, [guard.R1]). Returns whether an automatic
     /// rebuild should start (with its claim taken).
     pub(super) fn end_put<E>(
         &self,
@@ -715,12 +715,12 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Delete step 1: note whether the warm-up had finished and which generation is current
-    /// before the store delete begins ([R2]).
+    /// before the store delete begins ([guard.R2]).
     pub(super) fn begin_delete(&self) -> DeleteTicket {
         let ready_before = self.is_ready();
         let pin = pin();
         // ORDERING: Acquire; a generation found current here had its scan finished (its
-        // publication [R3] happens before this load).
+        // publication [guard.R3] happens before this load).
         let filters = self.filters.load(Ordering::Acquire, &pin);
         #[cfg(cuckoo_loom)]
         let noted = match &filters.next {
@@ -736,7 +736,7 @@ impl<H: BuildHasher> GuardCore<H> {
         }
     }
 
-    /// Delete step 2 (rule 2, [R2]): remove a copy only after the store confirmed a deletion,
+    /// Delete step 2 (rule 2, [guard.R2]): remove a copy only after the store confirmed a deletion,
     /// only if the warm-up had finished before the delete began, and only from the generation
     /// that was current then if it still is. Every other filter keeps a stale copy. Returns
     /// whether an automatic rebuild should start (with its claim taken).

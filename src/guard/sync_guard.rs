@@ -688,7 +688,7 @@ where
         reason: RebuildReason,
     ) -> Result<RebuildReport, GuardError<St::Error>> {
         let mut turn = self.core.begin_rebuild(claim, reason)?;
-        // [M5]: rows written behind the guard's back are looked up in the store again.
+        // [memo.M5]: rows written behind the guard's back are looked up in the store again.
         self.memo.forget_all();
         while !turn.poll_gate()? {
             std::thread::sleep(GATE_POLL);

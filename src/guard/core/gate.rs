@@ -3,13 +3,13 @@
 //!
 //! # Protocol
 //!
-//! - **[W1] A create enters** before it loads the guard's filters: it reads the phase, counts
+//! - **[gate.W1] A create enters** before it loads the guard's filters: it reads the phase, counts
 //!   itself in that phase's counter, issues a `SeqCst` fence, and reads the phase again; if the
 //!   phase moved between the two reads it uncounts itself and tries again. It stays counted
 //!   until its store write has returned (or its future was dropped, or it panicked), then
-//!   **[W2] leaves**.
-//! - **[W3] A rebuild** publishes its next filter and issues a `SeqCst` fence; then it
-//!   flips the phase, and **[W4] waits** until the old phase's counter reads zero before its
+//!   **[gate.W2] leaves**.
+//! - **[gate.W3] A rebuild** publishes its next filter and issues a `SeqCst` fence; then it
+//!   flips the phase, and **[gate.W4] waits** until the old phase's counter reads zero before its
 //!   scan starts.
 //!
 //! # Why the scan never starts while a create that missed the next filter is in flight
@@ -69,18 +69,18 @@ impl Gate {
         }
     }
 
-    /// [W1] Counts a create in the current phase; returns the phase to [`leave`](Self::leave).
+    /// [gate.W1] Counts a create in the current phase; returns the phase to [`leave`](Self::leave).
     pub(crate) fn enter(&self) -> usize {
         loop {
-            // ORDERING: SeqCst; [W1] the phase to count in.
+            // ORDERING: SeqCst; [gate.W1] the phase to count in.
             let phase = self.phase.load(Ordering::SeqCst);
-            // ORDERING: SeqCst; [W1] the count a rebuild's [W4] reads.
+            // ORDERING: SeqCst; [gate.W1] the count a rebuild's [gate.W4] reads.
             self.active[phase].fetch_add(1, Ordering::SeqCst);
-            // ORDERING: SeqCst fence; [W1] against the rebuild's fence in [W3]: either the
+            // ORDERING: SeqCst fence; [gate.W1] against the rebuild's fence in [gate.W3]: either the
             // rebuild's counter reads see the count, or the create's filter load sees the
             // next filter (module docs).
             fence(Ordering::SeqCst);
-            // ORDERING: SeqCst (Acquire); [W1]: reading the flip acquires the publication
+            // ORDERING: SeqCst (Acquire); [gate.W1]: reading the flip acquires the publication
             // before it, so the filter load that follows finds the next filter.
             if self.phase.load(Ordering::SeqCst) == phase {
                 return phase;
@@ -91,46 +91,46 @@ impl Gate {
         }
     }
 
-    /// [W2] Uncounts a create once its store write has returned.
+    /// [gate.W2] Uncounts a create once its store write has returned.
     pub(crate) fn leave(&self, phase: usize) {
-        // ORDERING: SeqCst (at least Release); [W2] pairs with [W4]: the rebuild that reads the
+        // ORDERING: SeqCst (at least Release); [gate.W2] pairs with [gate.W4]: the rebuild that reads the
         // count this leaves also sees everything the create did before, its store write
         // included.
         self.active[phase].fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// [W3] Called by a rebuild right after it published its next filter, before any
+    /// [gate.W3] Called by a rebuild right after it published its next filter, before any
     /// [`drained`](Self::drained) or [`flip`](Self::flip).
     pub(crate) fn published(&self) {
-        // ORDERING: SeqCst fence; [W3] against the create's fence in [W1]: after it, the
+        // ORDERING: SeqCst fence; [gate.W3] against the create's fence in [gate.W1]: after it, the
         // rebuild's counter reads see every count whose fence came first, and a create whose
         // fence comes later sees the publication.
         fence(Ordering::SeqCst);
     }
 
-    /// [W3] Flips the phase (after [`published`](Self::published)); returns the old phase.
+    /// [gate.W3] Flips the phase (after [`published`](Self::published)); returns the old phase.
     pub(crate) fn flip(&self) -> usize {
-        // ORDERING: SeqCst (Release); [W3]: a create that reads the new phase acquires the
+        // ORDERING: SeqCst (Release); [gate.W3]: a create that reads the new phase acquires the
         // publication sequenced before this flip.
         let old = self.phase.fetch_xor(1, Ordering::SeqCst);
-        // ORDERING: SeqCst fence; [W3] against the create's fence in [W1], for the phase:
+        // ORDERING: SeqCst fence; [gate.W3] against the create's fence in [gate.W1], for the phase:
         // either this rebuild's counter reads see the create's count, or the create's second
         // phase read sees the flip and it moves to the new phase.
         fence(Ordering::SeqCst);
         old
     }
 
-    /// [W3] without the fence after the flip: a loom negative control.
+    /// [gate.W3] without the fence after the flip: a loom negative control.
     #[cfg(cuckoo_loom)]
     pub(crate) fn flip_unfenced(&self) -> usize {
         // ORDERING: SeqCst; the broken variant of `flip`.
         self.phase.fetch_xor(1, Ordering::SeqCst)
     }
 
-    /// [W4] Whether every create counted in `phase` has left.
+    /// [gate.W4] Whether every create counted in `phase` has left.
     pub(crate) fn drained(&self, phase: usize) -> bool {
-        // ORDERING: SeqCst (Acquire); [W4]: after the fence of [W3] it reads every count whose
-        // [W1] fence came first, and it synchronizes with the [W2] it reads, so the scan that
+        // ORDERING: SeqCst (Acquire); [gate.W4]: after the fence of [gate.W3] it reads every count whose
+        // [gate.W1] fence came first, and it synchronizes with the [gate.W2] it reads, so the scan that
         // follows sees those creates' store writes.
         self.active[phase].load(Ordering::SeqCst) == 0
     }

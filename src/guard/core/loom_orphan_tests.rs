@@ -1,4 +1,4 @@
-//! Loom models of orphan pruning ([R1], [R3] in the core): a rebuild drops an orphan whose
+//! Loom models of orphan pruning ([guard.R1], [guard.R3] in the core): a rebuild drops an orphan whose
 //! write had ended when it was recorded, and keeps (and inserts) one whose write may still
 //! land.
 //!
@@ -45,7 +45,7 @@ struct Seen {
     orphans: usize,
 }
 
-/// [R1] [R3]: a create of `K` whose outcome the guard never learns races a rebuild.
+/// [guard.R1] [guard.R3]: a create of `K` whose outcome the guard never learns races a rebuild.
 ///
 /// With `ends_with_call` the store writes within the call and the call fails with an
 /// unknown outcome afterwards (a store whose put ends with its call): the orphan is recorded

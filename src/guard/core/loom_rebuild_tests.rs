@@ -1,4 +1,4 @@
-//! Loom models of the rebuild protocol from its second adversarial review ([R1] to [R3] in the
+//! Loom models of the rebuild protocol from its second adversarial review ([guard.R1] to [guard.R3] in the
 //! core): updates that remove only their own copies, updates, creates and deletes split around
 //! a rebuild's scan, dropped and unknown-outcome puts whose writes land after a scan, colliding
 //! creates and updates, writes across a stopped or a failed rebuild, deletes across two
@@ -213,7 +213,7 @@ fn seen(flag: &AtomicBool) -> bool {
     flag.load(Ordering::SeqCst)
 }
 
-/// [R1]: an update of `K` (the row is there) races a rebuild during which a create of `J`
+/// [guard.R1]: an update of `K` (the row is there) races a rebuild during which a create of `J`
 /// (`K`'s fingerprint) inserts into the next filter and writes after the scan. The update
 /// removes its copies only from the generations it inserted into; the next filter holds no
 /// copy of its. The census asks for an update that missed the next filter and ended after
@@ -266,7 +266,7 @@ fn loom_rebuild_control_update_removes_unowned_copies() {
     });
 }
 
-/// [R2] [R1]: `J` and `K` are stored; a put of `K` races a rebuild during which a delete of
+/// [guard.R2] [guard.R1]: `J` and `K` are stored; a put of `K` races a rebuild during which a delete of
 /// `K` runs split around the scan: it begins and deletes the row once the next filter is
 /// published, before the wait at the gate, and ends after the swap. (The rebuild's thread
 /// plays the delete, so the model keeps two actors.) The delete removes a copy only from the
@@ -334,7 +334,7 @@ fn loom_rebuild_control_delete_notes_the_next_generation() {
     });
 }
 
-/// [R2] [R1]: a create of `K` races a rebuild, after whose swap a delete of `K` runs (the
+/// [guard.R2] [guard.R1]: a create of `K` races a rebuild, after whose swap a delete of `K` runs (the
 /// rebuild's thread plays it). A delete the store did not confirm removes nothing. The census
 /// asks for the split where that matters: the create's write landed after the scan (the next
 /// filter holds the create's own copy of `K` alone) and after the delete found no row.
@@ -385,7 +385,7 @@ fn loom_rebuild_control_delete_unconfirmed_removes() {
     });
 }
 
-/// [R1] [R3]: a put of `K` dropped during its store write (set-up: its copy and its orphan are
+/// [guard.R1] [guard.R3]: a put of `K` dropped during its store write (set-up: its copy and its orphan are
 /// recorded), whose write lands at any time while two rebuilds run. Every rebuild inserts
 /// every orphan. The census asks for the write landing after both scans: only the second
 /// rebuild's orphan insert covers `K`.
@@ -436,7 +436,7 @@ fn loom_rebuild_control_orphans_taken() {
     });
 }
 
-/// [R1] [R3]: a put of `K` is dropped during its store write while a rebuild runs; the write
+/// [guard.R1] [guard.R3]: a put of `K` is dropped during its store write while a rebuild runs; the write
 /// lands after the drop. The rebuild reads the orphans only once it passed the gate. The
 /// census asks for a put that missed the next filter and was dropped after the rebuild began
 /// (its orphan recorded after the next filter was published), its write landing after the
@@ -490,7 +490,7 @@ fn loom_rebuild_control_orphans_read_before_the_gate() {
     });
 }
 
-/// [R1] [R3]: a put of `K` is dropped during its store write while a rebuild runs; the write
+/// [guard.R1] [guard.R3]: a put of `K` is dropped during its store write while a rebuild runs; the write
 /// lands after the drop. The dropped put records its orphan. The census asks for a put that
 /// missed the next filter and whose write landed after the swap.
 fn dropped_put_landing_after_the_swap(broken: Broken, census: Census) {
@@ -541,7 +541,7 @@ fn loom_rebuild_control_dropped_put_not_orphaned() {
     });
 }
 
-/// [R1]: a put of `K` whose outcome is unknown keeps its copies; its write lands after the put
+/// [guard.R1]: a put of `K` whose outcome is unknown keeps its copies; its write lands after the put
 /// returned. A lookup that finds the row in the store, then asks the filter, must find `K`;
 /// then a rebuild runs. The census asks for the lookup after the write landed, before the
 /// rebuild.
@@ -597,7 +597,7 @@ fn loom_rebuild_control_unknown_outcome_removes_copies() {
     });
 }
 
-/// [R1] [R3]: a put of `K` whose outcome is unknown (set-up: its copy kept, its orphan
+/// [guard.R1] [guard.R3]: a put of `K` whose outcome is unknown (set-up: its copy kept, its orphan
 /// recorded) lands at any time while two rebuilds run. The census asks for the write landing
 /// after both scans: only the orphan, inserted by each rebuild, covers `K`.
 fn unknown_outcome_across_two_rebuilds(broken: Broken, census: Census) {
@@ -649,7 +649,7 @@ fn loom_rebuild_control_unknown_outcome_not_orphaned() {
     });
 }
 
-/// [R1] [R3]: a put of `K` whose outcome is unknown races a rebuild; its write lands after the
+/// [guard.R1] [guard.R3]: a put of `K` whose outcome is unknown races a rebuild; its write lands after the
 /// put returned. The put records its orphan before it leaves the gate. The census asks for a
 /// put that missed the next filter and a write that landed after the scan: only the orphan,
 /// read once the gate drained, covers `K`.
@@ -701,7 +701,7 @@ fn loom_rebuild_control_unknown_orphan_after_leave() {
     });
 }
 
-/// [R1]: `K` is stored; an update of `K` races a create of `J` (`K`'s fingerprint) followed by
+/// [guard.R1]: `K` is stored; an update of `K` races a create of `J` (`K`'s fingerprint) followed by
 /// a rebuild. Every put inserts a copy of its own, even where a filter already reports its
 /// key, so each removal takes a copy its put added. The updater looks `K` up once its update
 /// returned. The census asks for the create's insert landing while the update held its copy.
@@ -764,7 +764,7 @@ fn loom_rebuild_control_insert_skipped_when_present() {
     });
 }
 
-/// [R1] [R3] across a failed rebuild: `K` is stored; an update of `K` races a rebuild that
+/// [guard.R1] [guard.R3] across a failed rebuild: `K` is stored; an update of `K` races a rebuild that
 /// fails after its gate, then a rebuild with a create of `J` (`K`'s fingerprint under the same
 /// hash key) across its scan. The update removes its copies by generation id; every
 /// generation has its own. The census asks for an update that inserted into the failed
@@ -821,7 +821,7 @@ fn loom_rebuild_control_stopped_ids_reused() {
     });
 }
 
-/// [R3] across a stopped rebuild: `J` is stored; a lookup of `J` races a rebuild that stops
+/// [guard.R3] across a stopped rebuild: `J` is stored; a lookup of `J` races a rebuild that stops
 /// right after its flip and then one that runs to the end. A stopped rebuild publishes the
 /// current filter alone again, never its unfinished next one. The census asks for the lookup
 /// between the stop and the second rebuild's swap.
@@ -876,7 +876,7 @@ fn loom_rebuild_control_stopped_publishes_next() {
     });
 }
 
-/// [R1] [R3] across a failed rebuild: a create of `K` races a rebuild that fails after its
+/// [guard.R1] [guard.R3] across a failed rebuild: a create of `K` races a rebuild that fails after its
 /// gate and then one that runs to the end. The create enters the gate before it loads the
 /// filters, so a create that missed the second next filter is one the second scan waits for.
 /// The census asks for that create.
@@ -926,7 +926,7 @@ fn loom_rebuild_control_filters_loaded_before_entering() {
     });
 }
 
-/// [R2] across two rebuilds: `J` and `K` are stored; a delete of `K` races two rebuilds. The
+/// [guard.R2] across two rebuilds: `J` and `K` are stored; a delete of `K` races two rebuilds. The
 /// delete notes the current generation before its store delete and removes a copy only from
 /// it, only if it is still current. The census asks for a delete that began before the first
 /// rebuild and ended after the second swapped: both later filters were scanned after the
@@ -1013,7 +1013,7 @@ fn grown_core() -> (Arc<Core>, Vec<u64>) {
     (Arc::new(core), keys)
 }
 
-/// [R2] in a grown filter: `K` and the keys it took to grow the current filter are stored; a
+/// [guard.R2] in a grown filter: `K` and the keys it took to grow the current filter are stored; a
 /// delete of `K` races a create of `J` (`K`'s fingerprint). Removing "`K`'s" copy in a grown
 /// filter takes a copy of `K`'s fingerprint from `K`'s buckets in either table, never another
 /// fingerprint, and the copies of `J` and `K` are counted. No single step of the core's
@@ -1066,7 +1066,7 @@ fn loom_rebuild_a_delete_in_a_grown_filter_takes_no_other_key() {
     census.assert_seen("a delete removing while a create's copy of its fingerprint was there");
 }
 
-/// [R1] under a lookup: `K` is stored with one copy; an update of `K` inserts a second copy and,
+/// [guard.R1] under a lookup: `K` is stored with one copy; an update of `K` inserts a second copy and,
 /// once the store said "updated", removes one: the first it finds, which may be the one that
 /// was there, so `K`'s only copy moves. A lookup racing the update must find `K` throughout.
 /// The table's validated reads keep this right, not a step of the core, so the model has no

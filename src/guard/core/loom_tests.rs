@@ -1,4 +1,4 @@
-//! Loom models of the rebuild's hand-off ([R1] to [R3] in the core, [W1] to [W4] in `gate`)
+//! Loom models of the rebuild's hand-off ([guard.R1] to [guard.R3] in the core, [gate.W1] to [gate.W4] in `gate`)
 //! and of the seal ([seal.S1] to [seal.I4] in `seal`), the seal's through both guards' drivers.
 //!
 //! Every actor is a spawned thread; the main thread only sets up, joins and asserts. Each model
@@ -104,7 +104,7 @@ pub(super) fn rebuild(core: &Arc<Core>, store: &Arc<Mutex<Vec<u64>>>) -> thread:
     })
 }
 
-/// [R1] [R3] [W1]-[W4]: a create of `K` races a rebuild. Whatever the interleaving, once both
+/// [guard.R1] [guard.R3] [gate.W1]-[gate.W4]: a create of `K` races a rebuild. Whatever the interleaving, once both
 /// are done the store holds `K` and the (new) current filter must report it. The census asks
 /// for the case the gate exists for: the create loaded the filters before the next one was
 /// published, so only the rebuild's scan can put `K` into the new filter.
@@ -141,7 +141,7 @@ fn loom_rebuild_scan_waits_for_creates_that_missed_the_next_filter() {
 
 #[test]
 #[should_panic(expected = "misses a key whose create returned")]
-fn loom_rebuild_control_gate_flipped_without_waiting() {
+fn loom_rebuild_control_gate_skipped() {
     loom::model(|| {
         create_during_rebuild(
             Broken {
@@ -155,7 +155,7 @@ fn loom_rebuild_control_gate_flipped_without_waiting() {
 
 #[test]
 #[should_panic(expected = "misses a key whose create returned")]
-fn loom_rebuild_control_create_skips_the_next_filter() {
+fn loom_rebuild_control_next_skipped() {
     loom::model(|| {
         create_during_rebuild(
             Broken {
@@ -167,7 +167,7 @@ fn loom_rebuild_control_create_skips_the_next_filter() {
     });
 }
 
-/// [R1] with new hash keys: a create of `K` races a rebuild whose next filter hashes with
+/// [guard.R1] with new hash keys: a create of `K` races a rebuild whose next filter hashes with
 /// another key, so `K` has another fingerprint there. The create inserts `K` into each filter
 /// hashed by that filter's hasher; a lookup the creator makes once its create returned, and
 /// one after both are done, must find `K` in whichever filter they read. The census asks for
@@ -231,7 +231,7 @@ fn loom_rebuild_a_create_hashes_into_a_rekeyed_next_filter_by_its_keys() {
 
 #[test]
 #[should_panic(expected = "misses a key whose create returned")]
-fn loom_rebuild_control_next_filter_given_the_current_filters_hash() {
+fn loom_rebuild_control_next_hashed_by_current() {
     loom::model(|| {
         create_into_a_rekeyed_next(
             Broken {
@@ -243,7 +243,7 @@ fn loom_rebuild_control_next_filter_given_the_current_filters_hash() {
     });
 }
 
-/// [R1] [R3]: a create of `K` whose future is dropped during its store write (its ticket
+/// [guard.R1] [guard.R3]: a create of `K` whose future is dropped during its store write (its ticket
 /// dropped, never ended) races a rebuild; the write lands after the drop. The dropped ticket
 /// records its orphan before it leaves the gate, so the rebuild's orphan drain finds it or the
 /// create found the next filter. The census asks for a create that missed the next filter and
@@ -297,7 +297,7 @@ fn loom_rebuild_a_dropped_put_records_its_orphan_before_it_leaves_the_gate() {
 
 #[test]
 #[should_panic(expected = "misses a dropped put's key")]
-fn loom_rebuild_control_a_dropped_put_leaves_the_gate_before_its_orphan() {
+fn loom_rebuild_control_orphan_after_leave() {
     loom::model(|| {
         dropped_put_racing_a_rebuild(
             Broken {
@@ -309,7 +309,7 @@ fn loom_rebuild_control_a_dropped_put_leaves_the_gate_before_its_orphan() {
     });
 }
 
-/// [R1] [R3] with new hash keys: a create of `K` whose write's outcome is unknown (an orphan)
+/// [guard.R1] [guard.R3] with new hash keys: a create of `K` whose write's outcome is unknown (an orphan)
 /// lands in the store only after a rebuild's scan read it; the rebuild hashes with a new key.
 /// The orphan, kept as the key, must be inserted into the next filter under its hasher. The
 /// census asks for the write landing after the scan.
@@ -364,7 +364,7 @@ fn loom_rebuild_an_orphan_is_reinserted_under_the_new_keys() {
 
 #[test]
 #[should_panic(expected = "misses an orphaned write's key")]
-fn loom_rebuild_control_orphans_not_reinserted() {
+fn loom_rebuild_control_orphans_skipped() {
     loom::model(|| {
         orphan_across_a_rekeyed_rebuild(
             Broken {
@@ -376,7 +376,7 @@ fn loom_rebuild_control_orphans_not_reinserted() {
     });
 }
 
-/// [R3] with a stopped rebuild: a create of `K` races a rebuild that stops right after it
+/// [guard.R3] with a stopped rebuild: a create of `K` races a rebuild that stops right after it
 /// flipped the gate (before its wait), and then a second rebuild that runs to the end. A create
 /// counted before the first flip and loading the filters after the first rebuild withdrew its
 /// next filter is in neither the second rebuild's phase nor its next filter: only the drain of
@@ -433,7 +433,7 @@ fn loom_rebuild_after_a_stopped_one_drains_its_phase_first() {
 
 #[test]
 #[should_panic(expected = "misses a key whose create returned")]
-fn loom_rebuild_control_stopped_phase_not_drained() {
+fn loom_rebuild_control_leftover_ignored() {
     loom::model(|| {
         create_across_a_stopped_rebuild(
             Broken {
@@ -445,7 +445,7 @@ fn loom_rebuild_control_stopped_phase_not_drained() {
     });
 }
 
-/// [R2]: `J` and `K` are both in the store and the filter; a delete of `K` races a rebuild. If
+/// [guard.R2]: `J` and `K` are both in the store and the filter; a delete of `K` races a rebuild. If
 /// the store delete lands before the scan reads the store, the next filter holds only `J`'s
 /// copy, and a delete that removed "`K`'s" copy from it would take `J`'s. The census asks for a
 /// delete that left a copy stale because a rebuild was under way.
@@ -493,7 +493,7 @@ fn loom_rebuild_control_delete_from_every_filter() {
     });
 }
 
-/// [W1] [W3] across two rebuilds: a create of `K` races two rebuilds that both run to the end.
+/// [gate.W1] [gate.W3] across two rebuilds: a create of `K` races two rebuilds that both run to the end.
 /// The second rebuild waits only on the phase the first flipped to. A create whose second
 /// phase read returned the first rebuild's old phase after that phase was drained would be
 /// waited for by nobody; the fence after each flip rules that out (either the rebuild's counter
@@ -555,7 +555,7 @@ fn loom_rebuild_two_in_a_row_wait_for_every_create() {
 
 #[test]
 #[should_panic(expected = "misses a key whose create returned")]
-fn loom_rebuild_control_flip_without_fence() {
+fn loom_rebuild_control_flip_unfenced() {
     loom::model(|| {
         create_across_two_rebuilds(
             Broken {
@@ -742,7 +742,7 @@ fn loom_seal_async_a_surviving_seal_names_a_snapshot_with_every_key() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_seal_control_snapshot_taken_before_the_seal() {
+fn loom_seal_control_seal_after_snapshot() {
     loom::model(|| {
         create_during_seal(
             Broken {
@@ -885,7 +885,7 @@ fn loom_seal_async_server_ordered_clearing_waits_for_in_flight_creates() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_seal_control_server_ordered_clearing_without_the_wait() {
+fn loom_seal_control_seal_skips_wait() {
     loom::model(|| {
         create_during_server_ordered_seal(
             Broken {
@@ -927,7 +927,7 @@ fn loom_seal_read_committed_clearing_keeps_the_snapshot_whole() {
 
 #[test]
 #[should_panic(expected = "false negative")]
-fn loom_seal_control_read_committed_snapshot_taken_before_the_seal() {
+fn loom_seal_control_seal_after_snapshot_read_committed() {
     loom::model(|| {
         create_during_seal(
             Broken {
@@ -1002,7 +1002,7 @@ fn loom_seal_a_stopped_drain_leaves_its_phase_to_the_next_rebuild() {
 
 #[test]
 #[should_panic(expected = "misses a key whose create returned")]
-fn loom_seal_control_a_stopped_drain_forgets_its_phase() {
+fn loom_seal_control_seal_drain_forgets() {
     loom::model(|| {
         create_across_a_stopped_rebuild_and_a_stopped_seal(
             Broken {
@@ -1019,7 +1019,7 @@ fn loom_seal_control_a_stopped_drain_forgets_its_phase() {
 /// by the hash another generation's hasher gave takes the other key's copy.
 pub(super) const L: u64 = 0x0000_0001_0000_0006;
 
-/// [R1] with new hash keys: an update of `K` (the row is there) races a rebuild whose next
+/// [guard.R1] with new hash keys: an update of `K` (the row is there) races a rebuild whose next
 /// filter hashes with another key; `L` is in the store too. The update inserts a copy into
 /// each filter it finds and, once the store says "updated", removes each copy from its own
 /// generation by the hash it inserted there. Once both are done, and already when the updater
@@ -1098,7 +1098,7 @@ fn loom_rebuild_an_update_removes_each_copy_by_its_generations_hash() {
 
 #[test]
 #[should_panic(expected = "an update took a copy of another key")]
-fn loom_rebuild_control_update_removes_by_the_current_filters_hash() {
+fn loom_rebuild_control_own_copies_hashed_by_current() {
     loom::model(|| {
         update_across_a_rekeyed_rebuild(
             Broken {
@@ -1110,7 +1110,7 @@ fn loom_rebuild_control_update_removes_by_the_current_filters_hash() {
     });
 }
 
-/// [R1] [R3] with new hash keys: a create of `K` whose write's outcome is unknown races a
+/// [guard.R1] [guard.R3] with new hash keys: a create of `K` whose write's outcome is unknown races a
 /// rebuild whose next filter hashes with another key; the write lands after the create
 /// returned (and may land after the scan). The orphan is recorded before the create leaves
 /// the gate, so either the rebuild's orphan drain finds it or the create found the next
@@ -1177,7 +1177,7 @@ fn loom_rebuild_an_orphan_racing_the_drain_is_covered_under_the_new_keys() {
 
 #[test]
 #[should_panic(expected = "misses an orphaned write's key")]
-fn loom_rebuild_control_orphans_hashed_by_the_current_filter() {
+fn loom_rebuild_control_orphans_hashed_by_current() {
     loom::model(|| {
         orphan_racing_a_rekeyed_rebuild(
             Broken {

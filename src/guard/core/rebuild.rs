@@ -1,4 +1,4 @@
-//! The online rebuild ([R3] in the core's docs), written once for the sync and async guards: a
+//! The online rebuild ([guard.R3] in the core's docs), written once for the sync and async guards: a
 //! turn publishes the next filter, waits at the gate, takes the scanned pages and swaps; the
 //! guards make the store calls. Also the automatic triggers and the rebuild counters.
 //!
@@ -302,7 +302,7 @@ impl<H: BuildHasher> GuardCore<H> {
         }
     }
 
-    /// [W3] The gate's flip (or, in a loom negative control, its unfenced variant).
+    /// [gate.W3] The gate's flip (or, in a loom negative control, its unfenced variant).
     fn flip(&self) -> usize {
         #[cfg(cuckoo_loom)]
         if self.broken.flip_unfenced {
@@ -311,7 +311,7 @@ impl<H: BuildHasher> GuardCore<H> {
         self.gate.flip()
     }
 
-    /// [R3] Starts a rebuild under `claim`: builds the next filter (with fresh hash keys where
+    /// [guard.R3] Starts a rebuild under `claim`: builds the next filter (with fresh hash keys where
     /// the builder made the hasher), publishes it beside the current one and flips the gate
     /// (or first waits for an earlier turn's phase).
     pub(crate) fn begin_rebuild<E>(
@@ -354,7 +354,7 @@ impl<H: BuildHasher> GuardCore<H> {
                 current: Arc::clone(&current),
                 next: Some(Arc::clone(&next)),
             },
-            // ORDERING: SeqCst; [R3] publication, in the gate's total order before the flip.
+            // ORDERING: SeqCst; [guard.R3] publication, in the gate's total order before the flip.
             Ordering::SeqCst,
             &pin,
         );
@@ -393,7 +393,7 @@ impl<H: BuildHasher> GuardCore<H> {
 }
 
 impl<H> GuardCore<H> {
-    /// [R3] The orphans a rebuild inserts into its next filter, taken after its gate: prunes
+    /// [guard.R3] The orphans a rebuild inserts into its next filter, taken after its gate: prunes
     /// those whose write had ended when recorded (this rebuild's scan, which begins after
     /// this lock, and every later one see what the write did) and returns the others.
     fn take_orphans(&self) -> Vec<super::Orphan> {
@@ -441,7 +441,7 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
         Ok(true)
     }
 
-    /// The orphans to insert into the next filter: every one recorded so far ([R3]).
+    /// The orphans to insert into the next filter: every one recorded so far ([guard.R3]).
     fn orphans(&mut self) -> Vec<super::Orphan> {
         #[cfg(cuckoo_loom)]
         {
@@ -515,7 +515,7 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
         self.error = Some(error.to_string());
     }
 
-    /// [R3] Publishes the next filter as the current one, alone.
+    /// [guard.R3] Publishes the next filter as the current one, alone.
     pub(crate) fn finish(mut self) -> RebuildReport {
         debug_assert_eq!(self.stage, Stage::Scanning, "finished before the gate");
         let core = self.core;
@@ -525,7 +525,7 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
                 current: Arc::clone(&self.next),
                 next: None,
             },
-            // ORDERING: SeqCst; [R3] publication (Release: the scan's inserts are visible to
+            // ORDERING: SeqCst; [guard.R3] publication (Release: the scan's inserts are visible to
             // lookups that load it).
             Ordering::SeqCst,
             &pin,
@@ -574,7 +574,7 @@ impl<H: Send + Sync + 'static> Drop for RebuildTurn<'_, H> {
                 current: Arc::clone(current),
                 next: None,
             },
-            // ORDERING: SeqCst; [R3] the stopped rebuild's next filter is withdrawn.
+            // ORDERING: SeqCst; [guard.R3] the stopped rebuild's next filter is withdrawn.
             Ordering::SeqCst,
             &pin,
         );
