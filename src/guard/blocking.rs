@@ -266,6 +266,10 @@ where
         }
     }
 
+    /// `false` whatever `S` declares: a dropped future does not stop its blocking call, so a
+    /// put may still land after its future ended, and its orphan must stay.
+    const PUT_ENDS_WITH_FUTURE: bool = false;
+
     const SEALS: bool = S::SEALS;
 
     fn read_seal(&self) -> impl Future<Output = Result<Option<SealSecret>, Self::Error>> + Send {
