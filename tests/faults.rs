@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use cuckoo_guard::guard::{
@@ -517,4 +517,95 @@ fn a_rebuild_prunes_orphans_only_of_a_store_whose_puts_end_with_the_call() {
         "async, puts end with the future"
     );
     assert_eq!(async_orphans::<false>(), (3, 3), "async, undeclared");
+}
+
+/// Reads the guard's orphan count when dropped: the put future of [`DropOrdered`] holds one.
+struct OrphanProbe {
+    orphans: Arc<OnceLock<Box<dyn Fn() -> usize + Send + Sync>>>,
+    seen: Arc<Mutex<Vec<usize>>>,
+}
+
+impl Drop for OrphanProbe {
+    fn drop(&mut self) {
+        let orphans = self.orphans.get().expect("the guard is registered")();
+        self.seen.lock().unwrap().push(orphans);
+    }
+}
+
+/// An async store whose put writes on its first poll and then never answers, declaring that
+/// its put cannot write once its future is gone; the future records the guard's orphan count
+/// as it drops.
+#[derive(Default)]
+struct DropOrdered {
+    rows: MemoryStore<u64, u64>,
+    orphans: Arc<OnceLock<Box<dyn Fn() -> usize + Send + Sync>>>,
+    seen: Arc<Mutex<Vec<usize>>>,
+}
+
+impl AsyncStore for DropOrdered {
+    type Key = u64;
+    type Value = u64;
+    type Cursor = u64;
+    type Error = NoAnswer;
+
+    async fn get(&self, key: &u64) -> Result<Option<u64>, NoAnswer> {
+        Ok(Store::get(&self.rows, key).unwrap_or_else(|never| match never {}))
+    }
+
+    async fn put(&self, key: &u64, value: &u64) -> Result<Written, NoAnswer> {
+        let _probe = OrphanProbe {
+            orphans: Arc::clone(&self.orphans),
+            seen: Arc::clone(&self.seen),
+        };
+        let _ = Store::put(&self.rows, key, value);
+        std::future::pending().await
+    }
+
+    async fn delete(&self, key: &u64) -> Result<bool, NoAnswer> {
+        Ok(Store::delete(&self.rows, key).unwrap_or_else(|never| match never {}))
+    }
+
+    async fn scan_keys(
+        &self,
+        cursor: Option<&u64>,
+        limit: usize,
+    ) -> Result<ScanPage<u64, u64>, NoAnswer> {
+        Ok(Store::scan_keys(&self.rows, cursor, limit).unwrap_or_else(|never| match never {}))
+    }
+
+    const PUT_ENDS_WITH_FUTURE: bool = true;
+}
+
+/// An async guard's dropped put records its orphan (as ended) only after the store's put
+/// future is gone: were the orphan recorded first, a rebuild could prune it while the store
+/// future, still alive, could write.
+#[test]
+fn a_dropped_async_put_records_its_orphan_after_the_store_future_is_dropped() {
+    common::runtime().block_on(async {
+        let store = DropOrdered::default();
+        let (orphans, seen) = (Arc::clone(&store.orphans), Arc::clone(&store.seen));
+        let guard = AsyncCacheGuard::with_policy(
+            CuckooFilter::with_capacity(100),
+            store,
+            RebuildPolicy::manual(),
+        );
+        let probe = guard.clone();
+        let registered = orphans.set(Box::new(move || probe.stats().orphaned_writes));
+        assert!(registered.is_ok());
+        guard.warm_up(10, |_| {}).await.unwrap();
+        let answered = tokio::time::timeout(Duration::from_millis(10), guard.put(&7, &7)).await;
+        assert!(answered.is_err(), "the put has no answer");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [0],
+            "the store's put future saw the orphan recorded before it was dropped"
+        );
+        assert_eq!(guard.stats().orphaned_writes, 1);
+        guard.rebuild().await.unwrap();
+        assert!(
+            guard.filter().contains(&7),
+            "the key was lost by the rebuild"
+        );
+        assert_eq!(guard.stats().orphaned_writes, 0);
+    });
 }
