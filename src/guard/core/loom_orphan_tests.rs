@@ -13,6 +13,7 @@ use loom::thread;
 use super::loom_tests::{core, Core, K};
 use super::Broken;
 use crate::guard::{RebuildReason, Written};
+use crate::sync::{AtomicBool, Ordering};
 use crate::table::loom_tests::explore;
 
 /// A rebuild on its own thread: waits at the gate, scans the whole store as one page, swaps.
@@ -128,5 +129,102 @@ fn loom_orphan_control_unsettled_orphans_pruned() {
             },
             false,
         );
+    });
+}
+
+/// [guard.R1] [guard.R3]: a rebuild prunes an ended orphan and then stops before its scan;
+/// a second rebuild then runs whole. The stopped rebuild republishes the current filter,
+/// which holds the create's own copy, and the second one's scan began after the write ended:
+/// `K` is reported throughout. Returns whether the create missed the first rebuild's next
+/// filter and had recorded its orphan before the first rebuild took the list.
+fn pruned_by_a_stopped_rebuild(broken: Broken) -> bool {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let recorded = Arc::new(AtomicBool::new(false));
+    let creator = {
+        let (core, store, recorded) =
+            (Arc::clone(&core), Arc::clone(&store), Arc::clone(&recorded));
+        thread::spawn(move || {
+            let ticket = core
+                .begin_put::<_, ()>(&K)
+                .expect("room for K")
+                .write_ends_with_call(true);
+            let saw_next = ticket.next.is_some();
+            store.lock().unwrap().push(K);
+            core.end_put(ticket, &Err::<Written, ()>(()), |_| true);
+            // ORDERING: SeqCst; after the orphan's record, so a rebuild that reads it before
+            // its gate's last poll took a list holding the orphan.
+            recorded.store(true, Ordering::SeqCst);
+            saw_next
+        })
+    };
+    let rebuilder = {
+        let (core, store, recorded) =
+            (Arc::clone(&core), Arc::clone(&store), Arc::clone(&recorded));
+        thread::spawn(move || {
+            let claim = core.claim().expect("the only rebuild");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            let taken_after_record = loop {
+                // ORDERING: SeqCst; read before the poll that takes the orphan list.
+                let before = recorded.load(Ordering::SeqCst);
+                if turn.poll_gate::<()>().expect("room for the orphans") {
+                    break before;
+                }
+                thread::yield_now();
+            };
+            drop(turn);
+            // The store first: a create whose write is in it has its copy in the filters.
+            let stored = store.lock().unwrap().contains(&K);
+            let after_stop = !stored || core.filter().contains(&K);
+            let claim = core
+                .claim()
+                .expect("the stopped rebuild released its claim");
+            let mut turn = core
+                .begin_rebuild::<()>(claim, RebuildReason::Requested)
+                .expect("a warm core builds its next filter");
+            while !turn.poll_gate::<()>().expect("room for the orphans") {
+                thread::yield_now();
+            }
+            let keys = store.lock().unwrap().clone();
+            turn.load_page::<_, ()>(&keys)
+                .expect("room for the scanned keys");
+            turn.finish();
+            (taken_after_record, after_stop)
+        })
+    };
+    let saw_next = creator.join().unwrap();
+    let (taken_after_record, after_stop) = rebuilder.join().unwrap();
+    assert!(
+        after_stop,
+        "the filter a stopped rebuild left misses an orphaned write's key"
+    );
+    assert_eq!(*store.lock().unwrap(), [K]);
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses an orphaned write's key"
+    );
+    !saw_next && taken_after_record
+}
+
+/// The census asks for the case at stake: the create missed the first rebuild's next filter
+/// and its ended orphan was in the list that rebuild pruned before it stopped.
+#[test]
+fn loom_orphan_pruned_by_a_stopped_rebuild_stays_covered() {
+    explore(
+        "an ended orphan pruned by a rebuild that then stopped",
+        |census| census.saw(pruned_by_a_stopped_rebuild(Broken::default())),
+    );
+}
+
+#[test]
+#[should_panic(expected = "misses an orphaned write's key")]
+fn loom_orphan_control_stopped_publishes_next() {
+    loom::model(|| {
+        pruned_by_a_stopped_rebuild(Broken {
+            stopped_publishes_next: true,
+            ..Broken::default()
+        });
     });
 }
