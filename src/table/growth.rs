@@ -61,6 +61,23 @@ const MAX_BUCKETS: u64 = 1 << 32;
 /// The most sub-buckets per base bucket: a nested table's sub-bucket comes from 16 hash bits.
 const MAX_SHIFT: u32 = crate::fingerprint::SUB_BUCKET_BITS;
 
+/// Growth broken on purpose, one step per field: the loom models' negative controls
+/// (`loom_growth_control_<field>`). The real steps consult it at the step each field breaks.
+#[cfg(cuckoo_loom)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Broken {
+    /// \[growth.G4\] a lookup reads the oldest table first.
+    pub(crate) lookup_oldest_first: bool,
+    /// \[growth.G3\] a remove scans the oldest table first.
+    pub(crate) remove_oldest_first: bool,
+    /// \[growth.G1\] a grower adds a table without checking that no other thread grew meanwhile.
+    pub(crate) grow_unchecked: bool,
+    /// \[growth.G1\] a grower counts the next slot (a `fetch_add`) before filling it.
+    pub(crate) grow_reserving_first: bool,
+    /// \[growth.G5\] a unique insert puts without checking that its table is still the newest.
+    pub(crate) unique_outgrown_unchecked: bool,
+}
+
 /// Why a growth step added no table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GrowFailure {
@@ -98,6 +115,8 @@ pub(crate) struct Tables {
     /// `grown` \[growth.G5\] (for the loom census).
     #[cfg(all(test, cuckoo_loom))]
     outgrown: AtomicU64,
+    #[cfg(cuckoo_loom)]
+    broken: Broken,
 }
 
 impl Tables {
@@ -113,6 +132,8 @@ impl Tables {
             full_then_grown: AtomicU64::new(0),
             #[cfg(all(test, cuckoo_loom))]
             outgrown: AtomicU64::new(0),
+            #[cfg(cuckoo_loom)]
+            broken: Broken::default(),
         }
     }
 
@@ -198,6 +219,10 @@ impl Tables {
     #[cold]
     #[inline(never)]
     fn find_grown(&self, hash: u64, grown: usize) -> Option<usize> {
+        #[cfg(cuckoo_loom)]
+        if self.broken.lookup_oldest_first {
+            return (0..=grown).find(|&i| self.table(i).contains(hash));
+        }
         (0..=grown).rev().find(|&i| self.table(i).contains(hash))
     }
 
@@ -226,23 +251,16 @@ impl Tables {
     /// The table a remove took its copy from (0 for the base), scanning newest first.
     #[inline]
     fn remove_grown(&self, hash: u64, grown: usize) -> Option<usize> {
+        #[cfg(cuckoo_loom)]
+        if self.broken.remove_oldest_first {
+            return self.remove_oldest_first(hash, grown);
+        }
         (0..=grown).rev().find(|&i| self.table(i).remove(hash))
     }
 
     /// Adds one copy (or, if `unique`, one if none is present) to the newest table, growing
     /// when it is full \[growth.G2\] \[growth.G5\].
     pub(crate) fn insert(&self, hash: u64, unique: bool) -> Result<Inserted, GrowingInsertFailure> {
-        self.insert_growing(hash, unique, Self::grow)
-    }
-
-    /// `insert` with the growth step `grow` (the real \[growth.G1\], or a broken variant in tests).
-    #[inline]
-    fn insert_growing(
-        &self,
-        hash: u64,
-        unique: bool,
-        grow: impl Fn(&Self, usize) -> Result<(), GrowFailure>,
-    ) -> Result<Inserted, GrowingInsertFailure> {
         loop {
             let grown = self.growth_steps();
             let result = if unique {
@@ -259,7 +277,7 @@ impl Tables {
                     continue;
                 }
                 Err(InsertFailure::Full) => {
-                    grow(self, grown).map_err(GrowingInsertFailure::Full)?;
+                    self.grow(grown).map_err(GrowingInsertFailure::Full)?;
                     bump(&self.full_then_grown);
                 }
             }
@@ -272,6 +290,10 @@ impl Tables {
             return Ok(Inserted::AlreadyPresent);
         }
         self.table(grown).insert_while(hash, true, || {
+            #[cfg(cuckoo_loom)]
+            if self.broken.unique_outgrown_unchecked {
+                return true;
+            }
             // ORDERING: Acquire; [growth.G5] read under the newest table's locks. A unique insert
             // that saw a later table counted this table under the same locks after it loaded
             // `grown`, so either its count saw this put or this load sees its `grown`.
@@ -289,6 +311,14 @@ impl Tables {
     /// Adds a table if `seen` is still the number of grown tables \[growth.G1\]; `Ok` also when
     /// another thread already added one.
     pub(crate) fn grow(&self, seen: usize) -> Result<(), GrowFailure> {
+        #[cfg(cuckoo_loom)]
+        if self.broken.grow_unchecked {
+            return self.grow_unchecked();
+        }
+        #[cfg(cuckoo_loom)]
+        if self.broken.grow_reserving_first {
+            return self.grow_reserving_first(seen);
+        }
         let _lock = self
             .grow_lock
             .lock()
@@ -377,56 +407,40 @@ impl Tables {
         stats
     }
 
-    /// `remove` scanning the oldest table first: a broken variant of \[growth.G3\] that the models
-    /// must catch.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn remove_oldest_first(&self, hash: u64) -> bool {
-        (0..=self.growth_steps()).any(|i| self.table(i).remove(hash))
+    /// `remove_grown` scanning the oldest table first ([`Broken::remove_oldest_first`]).
+    #[cfg(cuckoo_loom)]
+    fn remove_oldest_first(&self, hash: u64, grown: usize) -> Option<usize> {
+        (0..=grown).find(|&i| self.table(i).remove(hash))
     }
 
-    /// `contains` reading the oldest table first: a broken variant of \[growth.G4\] that the models
-    /// must catch.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn contains_oldest_first(&self, hash: u64) -> bool {
-        (0..=self.growth_steps()).any(|i| self.table(i).contains(hash))
-    }
-
-    /// `insert` whose growth step is one of the broken variants below.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn insert_with_broken_growth(
-        &self,
-        hash: u64,
-        grow: fn(&Self, usize) -> Result<(), GrowFailure>,
-    ) -> Result<Inserted, GrowingInsertFailure> {
-        self.insert_growing(hash, false, grow)
-    }
-
-    /// \[growth.G1\] without the check that no other thread grew meanwhile: a broken variant that
-    /// adds a table per racing insert.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn grow_unchecked(&self, _seen: usize) -> Result<(), GrowFailure> {
+    /// `grow` with [`Broken::grow_unchecked`]: adds a table per racing insert.
+    #[cfg(cuckoo_loom)]
+    fn grow_unchecked(&self) -> Result<(), GrowFailure> {
         let _lock = self
             .grow_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // ORDERING: Relaxed; under the growth lock, as in `grow`.
         let grown = self.grown.load(Ordering::Relaxed);
         let table = self.new_table(self.shift_of(grown + 1).expect("room to grow"))?;
         let _ = self.slots[grown].set(table);
+        // ORDERING: Release; [growth.G1] as in `grow`.
         self.grown.store(grown + 1, Ordering::Release);
         Ok(())
     }
 
-    /// \[growth.G1\] that counts the slot before filling it (a reservation by `fetch_add`): a
-    /// broken variant under which another thread can reach an unfilled slot.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn grow_reserving_first(&self, seen: usize) -> Result<(), GrowFailure> {
+    /// `grow` with [`Broken::grow_reserving_first`]: another thread can reach an unfilled slot.
+    #[cfg(cuckoo_loom)]
+    fn grow_reserving_first(&self, seen: usize) -> Result<(), GrowFailure> {
         let _lock = self
             .grow_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // ORDERING: Relaxed; under the growth lock, as in `grow`.
         if self.grown.load(Ordering::Relaxed) != seen {
             return Ok(());
         }
+        // ORDERING: AcqRel; counts the slot before it is filled: deliberately broken.
         let grown = self.grown.fetch_add(1, Ordering::AcqRel);
         // Loom switches threads only at its own operations, and neither creating a table's
         // atomics nor filling a `OnceLock` is one: a yield marks where the allocation would
@@ -448,11 +462,13 @@ impl Tables {
     }
 
     /// Which table a remove took its copy from (`Some(i)`, 0 for the base) or `None`:
-    /// `remove` with a trace, for the loom census.
+    /// `remove` with a trace, for the loom census, and with `broken` for this call only (for a
+    /// model whose other actors remove correctly).
     #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn remove_traced(&self, hash: u64) -> Option<usize> {
+    pub(crate) fn remove_traced(&self, hash: u64, broken: Broken) -> Option<usize> {
         match self.growth_steps() {
             0 => self.base.remove(hash).then_some(0),
+            grown if broken.remove_oldest_first => self.remove_oldest_first(hash, grown),
             grown => self.remove_grown(hash, grown),
         }
     }

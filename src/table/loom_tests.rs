@@ -23,8 +23,9 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::path::Hop;
+use super::stripe::Broken;
 use super::*;
-use crate::fingerprint::{alternate_index, lane, Fp16};
+use crate::fingerprint::{alternate_index, Fp16};
 
 type Table = RawTable<Fp16>;
 
@@ -46,9 +47,16 @@ pub(crate) fn fp_linking(from: usize, to: usize, buckets: usize, n: usize) -> u6
         .expect("enough fingerprints link the two buckets")
 }
 
+/// A table of `buckets` buckets and `stripes` stripes with `broken` in its stripe protocol.
+fn table(buckets: usize, stripes: usize, max_path_len: usize, broken: Broken) -> Arc<Table> {
+    let mut t = Table::with_stripes(buckets, stripes, max_path_len).unwrap();
+    t.broken = broken;
+    Arc::new(t)
+}
+
 /// A table of two buckets, one stripe each.
-fn two_buckets() -> Arc<Table> {
-    Arc::new(Table::with_stripes(2, 2, 2).unwrap())
+fn two_buckets(broken: Broken) -> Arc<Table> {
+    table(2, 2, 2, broken)
 }
 
 /// What the census of every reader model must see ([`raced_and_validated`]).
@@ -92,213 +100,14 @@ impl Census {
 }
 
 // ---------------------------------------------------------------------------------------
-// Broken variants. Each drops exactly one step of the protocol.
-// ---------------------------------------------------------------------------------------
-
-/// A lookup: the real one, or one with a step of [stripe.R1]-[stripe.R3] broken.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Reader {
-    /// `RawTable::contains` itself.
-    Correct,
-    /// No [stripe.R3] at all: "absent" without looking at the version.
-    Unvalidated,
-    /// [stripe.R3] without its Acquire fence: the version reload may be ordered before the bucket
-    /// loads.
-    NoAcquireFence,
-    /// [stripe.R1] with a Relaxed load: a version written after a hop does not make the hop's bucket
-    /// stores visible.
-    RelaxedVersionLoad,
-    /// [stripe.I2] validated against the primary bucket's stripe instead of the pair's (the lower
-    /// index's): wrong whenever the primary is the higher of the two buckets.
-    PrimaryStripe,
-    /// [stripe.R3] accepting an unchanged stripe word without checking that its version was even: a
-    /// read that began and ended inside one hop.
-    IgnoresOddVersion,
-}
-
-impl Reader {
-    fn contains(self, t: &Table, p: Probe) -> bool {
-        if self == Reader::Correct {
-            return t.contains(p);
-        }
-        let stripe_index = if self == Reader::PrimaryStripe {
-            t.stripe_of(p.primary)
-        } else {
-            t.version_stripe(p)
-        };
-        let stripe = &t.stripes[stripe_index];
-        loop {
-            let first = if self == Reader::RelaxedVersionLoad {
-                Ordering::Relaxed
-            } else {
-                Ordering::Acquire
-            };
-            let before = stripe.load(first);
-            let a = Fp16::load(&t.buckets[p.primary], Ordering::Relaxed);
-            let b = Fp16::load(&t.buckets[p.alternate], Ordering::Relaxed);
-            if pair_has_match::<Fp16>(a, b, p.fp) {
-                return true;
-            }
-            if self == Reader::Unvalidated {
-                return false;
-            }
-            if self != Reader::NoAcquireFence {
-                fence(Ordering::Acquire);
-            }
-            let after = stripe.load(Ordering::Relaxed);
-            let validated = if self == Reader::IgnoresOddVersion {
-                before == after
-            } else {
-                stripe::unchanged(before, after)
-            };
-            if validated {
-                return false;
-            }
-            spin_loop();
-        }
-    }
-}
-
-/// A hop: the real one, or one whose [stripe.W3] version bump is not fenced.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mover {
-    /// `RawTable::displace` itself.
-    Correct,
-    /// [stripe.W3] without the Release fence after the odd version store: the bucket stores may
-    /// become visible before the version says a hop is in flight.
-    NoReleaseFence,
-    /// [stripe.I2] the version bumped on the lower of the two stripe locks instead of the pair's
-    /// version stripe: wrong whenever the smaller bucket has the higher stripe index.
-    VersionsLowerLock,
-}
-
-impl Mover {
-    fn displace(self, t: &Table, hop: Hop) -> bool {
-        if self == Mover::Correct {
-            return t.displace(hop);
-        }
-        let from_stripe = t.stripe_of(hop.from);
-        let to_stripe = t.stripe_of(hop.to);
-        let mut locks = stripe::PairLock::acquire(&t.stripes, from_stripe, to_stripe);
-        let src = Fp16::load(&t.buckets[hop.from], Ordering::Relaxed);
-        let dst = Fp16::load(&t.buckets[hop.to], Ordering::Relaxed);
-        let free = empty_lanes::<Fp16>(dst);
-        assert!(lane::<Fp16>(src, hop.slot) == hop.fp && free != 0);
-        let version_stripe = if self == Mover::VersionsLowerLock {
-            from_stripe.min(to_stripe)
-        } else {
-            t.stripe_of(hop.from.min(hop.to))
-        };
-        if self == Mover::NoReleaseFence {
-            locks.get(version_stripe).begin_take_unfenced();
-        } else {
-            locks.get(version_stripe).begin_take();
-        }
-        let copied = with_lane::<Fp16>(dst, first_lane::<Fp16>(free), hop.fp);
-        Fp16::store(&t.buckets[hop.to], copied, Ordering::Relaxed);
-        Fp16::store(
-            &t.buckets[hop.from],
-            with_lane::<Fp16>(src, hop.slot, 0),
-            Ordering::Relaxed,
-        );
-        locks.get(version_stripe).end_take();
-        locks.get(from_stripe).remove_fingerprint();
-        locks.get(to_stripe).add_fingerprint();
-        true
-    }
-}
-
-/// A plain (non-hop) insert or remove: the real one, or one whose bucket store is Relaxed
-/// and unfenced.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum PlainWriter {
-    /// `RawTable::insert` / `RawTable::remove` themselves.
-    Correct,
-    /// Locked, but the bucket store is Relaxed with no fence before it: a put against [stripe.I4],
-    /// or a remove with no window [stripe.W3].
-    RelaxedStore,
-}
-
-impl PlainWriter {
-    fn insert(self, t: &Table, p: Probe) {
-        if self == PlainWriter::Correct {
-            assert_eq!(t.insert(p, false), Ok(Inserted::Added));
-            return;
-        }
-        let mut locks = t.lock_pair(p.primary, p.alternate);
-        let word = &t.buckets[p.primary];
-        let current = Fp16::load(word, Ordering::Relaxed);
-        let free = empty_lanes::<Fp16>(current);
-        assert!(free != 0);
-        let placed = with_lane::<Fp16>(current, first_lane::<Fp16>(free), p.fp);
-        Fp16::store(word, placed, Ordering::Relaxed);
-        locks.get(t.stripe_of(p.primary)).add_fingerprint();
-    }
-
-    fn remove(self, t: &Table, p: Probe) {
-        if self == PlainWriter::Correct {
-            assert!(t.remove(p));
-            return;
-        }
-        let mut locks = t.lock_pair(p.primary, p.alternate);
-        let word = &t.buckets[p.primary];
-        let current = Fp16::load(word, Ordering::Relaxed);
-        let matches = matching_lanes::<Fp16>(current, p.fp);
-        assert!(matches != 0);
-        let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
-        Fp16::store(word, cleared, Ordering::Relaxed);
-        locks.get(t.stripe_of(p.primary)).remove_fingerprint();
-    }
-}
-
-/// `remove` without [stripe.W2]: a read-modify-write of the bucket word without the stripe locks, so
-/// it can clear the transient second copy of a hop in flight.
-fn remove_unlocked(t: &Table, p: Probe) -> bool {
-    for bucket in [p.primary, p.alternate] {
-        let word = &t.buckets[bucket];
-        let current = Fp16::load(word, Ordering::Relaxed);
-        let matches = matching_lanes::<Fp16>(current, p.fp);
-        if matches != 0 {
-            let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
-            Fp16::store(word, cleared, Ordering::Relaxed);
-            return true;
-        }
-    }
-    false
-}
-
-/// A plain insert without [stripe.W2]: stores into a free slot without the stripe locks.
-fn insert_unlocked(t: &Table, p: Probe) -> bool {
-    for bucket in [p.primary, p.alternate] {
-        let word = &t.buckets[bucket];
-        let current = Fp16::load(word, Ordering::Relaxed);
-        let free = empty_lanes::<Fp16>(current);
-        if free != 0 {
-            let placed = with_lane::<Fp16>(current, first_lane::<Fp16>(free), p.fp);
-            Fp16::store(word, placed, Ordering::Relaxed);
-            return true;
-        }
-    }
-    false
-}
-
-/// `insert_unique` as check-then-insert: the check is not under the insert's locks.
-fn insert_unique_check_then_act(t: &Table, p: Probe) -> bool {
-    if t.count(p) > 0 {
-        return false;
-    }
-    t.insert(p, false) == Ok(Inserted::Added)
-}
-
-// ---------------------------------------------------------------------------------------
 // [stripe.R1]-[stripe.R3] against [stripe.W3]: a reader racing a displacement between its two buckets.
 // ---------------------------------------------------------------------------------------
 
 /// The reader probes bucket 0 then bucket 1; the hop moves the fingerprint from bucket 1 to
 /// bucket 0, so a reader without validation can load bucket 0 before the copy and bucket 1
 /// after the clear.
-fn reader_races_displacement(reader: Reader, mover: Mover, census: Census) {
-    let t = two_buckets();
+fn reader_races_displacement(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let fp = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, fp);
     let probe = t.probe_at(0, fp);
@@ -309,8 +118,8 @@ fn reader_races_displacement(reader: Reader, mover: Mover, census: Census) {
         fp,
         to: 0,
     };
-    let moving = spawn(&t, move |t| mover.displace(t, hop));
-    let reading = spawn(&t, move |t| reader.contains(t, probe));
+    let moving = spawn(&t, move |t| t.displace(hop));
+    let reading = spawn(&t, move |t| t.contains(probe));
     assert!(
         moving.join().unwrap(),
         "the hop had a free slot and nothing else moved"
@@ -324,16 +133,20 @@ fn reader_races_displacement(reader: Reader, mover: Mover, census: Census) {
 
 #[test]
 fn loom_stripe_lookup_survives_displacement() {
-    explore(RACED, |c| {
-        reader_races_displacement(Reader::Correct, Mover::Correct, c)
-    });
+    explore(RACED, |c| reader_races_displacement(Broken::default(), c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_lookup_unvalidated() {
     loom::model(|| {
-        reader_races_displacement(Reader::Unvalidated, Mover::Correct, Census::default())
+        reader_races_displacement(
+            Broken {
+                lookup_unvalidated: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
     });
 }
 
@@ -341,7 +154,13 @@ fn loom_stripe_control_lookup_unvalidated() {
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_lookup_unfenced() {
     loom::model(|| {
-        reader_races_displacement(Reader::NoAcquireFence, Mover::Correct, Census::default())
+        reader_races_displacement(
+            Broken {
+                lookup_unfenced: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
     });
 }
 
@@ -350,8 +169,10 @@ fn loom_stripe_control_lookup_unfenced() {
 fn loom_stripe_control_version_load_relaxed() {
     loom::model(|| {
         reader_races_displacement(
-            Reader::RelaxedVersionLoad,
-            Mover::Correct,
+            Broken {
+                version_load_relaxed: true,
+                ..Broken::default()
+            },
             Census::default(),
         )
     });
@@ -361,7 +182,13 @@ fn loom_stripe_control_version_load_relaxed() {
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_odd_version_ignored() {
     loom::model(|| {
-        reader_races_displacement(Reader::IgnoresOddVersion, Mover::Correct, Census::default())
+        reader_races_displacement(
+            Broken {
+                odd_version_ignored: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
     });
 }
 
@@ -369,7 +196,13 @@ fn loom_stripe_control_odd_version_ignored() {
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_hop_unfenced() {
     loom::model(|| {
-        reader_races_displacement(Reader::Correct, Mover::NoReleaseFence, Census::default())
+        reader_races_displacement(
+            Broken {
+                hop_unfenced: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
     });
 }
 
@@ -378,7 +211,7 @@ fn loom_stripe_control_hop_unfenced() {
 #[test]
 fn loom_stripe_lookup_survives_a_move_and_its_return() {
     explore(RACED, |census| {
-        let t = two_buckets();
+        let t = two_buckets(Broken::default());
         let fp = fp_linking(1, 0, 2, 1);
         t.set_slot(1, 0, fp);
         let probe = t.probe_at(0, fp);
@@ -413,8 +246,8 @@ fn loom_stripe_lookup_survives_a_move_and_its_return() {
 
 /// Keys A and B share fingerprint and buckets. A's copy moves from bucket 1 to bucket 0, where
 /// B's copy is; B is removed at the same time. Exactly A's copy must remain.
-fn remove_races_displacement(locked: bool, census: Census) {
-    let t = two_buckets();
+fn remove_races_displacement(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let fp = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, fp); // key A
     t.set_slot(0, 0, fp); // key B
@@ -429,12 +262,7 @@ fn remove_races_displacement(locked: bool, census: Census) {
     });
     let remover = spawn(&t, move |t| {
         let met_the_hop = other_writer_holds(t, 0);
-        let removed = if locked {
-            t.remove(probe)
-        } else {
-            remove_unlocked(t, probe)
-        };
-        (removed, met_the_hop)
+        (t.remove(probe), met_the_hop)
     });
     mover.join().unwrap();
     let (removed, met_the_hop) = remover.join().unwrap();
@@ -453,14 +281,22 @@ fn loom_stripe_remove_racing_displacement_keeps_the_other_copy() {
     // The remove arrived while the hop held the pair (its copy in flight), so it waited.
     explore(
         "a remove that arrived while the hop held the pair's stripes",
-        |c| remove_races_displacement(true, c),
+        |c| remove_races_displacement(Broken::default(), c),
     );
 }
 
 #[test]
 #[should_panic(expected = "lost or duplicated fingerprint")]
 fn loom_stripe_control_remove_unlocked() {
-    loom::model(|| remove_races_displacement(false, Census::default()));
+    loom::model(|| {
+        remove_races_displacement(
+            Broken {
+                remove_unlocked: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -469,8 +305,8 @@ fn loom_stripe_control_remove_unlocked() {
 
 /// Bucket 0 has one free slot; a hop moves F there from bucket 1 while an insert of H (whose
 /// buckets are 0 and 1) wants it too. Neither fingerprint may be lost.
-fn insert_races_displacement(locked: bool, census: Census) {
-    let t = two_buckets();
+fn insert_races_displacement(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let f = fp_linking(1, 0, 2, 1);
     let h = fp_linking(0, 1, 2, 2);
     let filler = fp_linking(0, 1, 2, 3);
@@ -488,11 +324,7 @@ fn insert_races_displacement(locked: bool, census: Census) {
         })
     });
     let inserter = spawn(&t, move |t| {
-        if locked {
-            t.insert(insert_probe, false) == Ok(Inserted::Added)
-        } else {
-            insert_unlocked(t, insert_probe)
-        }
+        t.insert(insert_probe, false) == Ok(Inserted::Added)
     });
     let moved = mover.join().unwrap();
     assert!(inserter.join().unwrap(), "bucket 1 always has room for H");
@@ -505,22 +337,30 @@ fn insert_races_displacement(locked: bool, census: Census) {
 fn loom_stripe_insert_racing_displacement_loses_nothing() {
     explore(
         "a hop refused because an insert took its free slot first",
-        |c| insert_races_displacement(true, c),
+        |c| insert_races_displacement(Broken::default(), c),
     );
 }
 
 #[test]
 #[should_panic(expected = "lost fingerprint")]
 fn loom_stripe_control_insert_unlocked() {
-    loom::model(|| insert_races_displacement(false, Census::default()));
+    loom::model(|| {
+        insert_races_displacement(
+            Broken {
+                insert_unlocked: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
 // [stripe.W1]/[stripe.W2]: two writers on overlapping buckets.
 // ---------------------------------------------------------------------------------------
 
-fn two_inserts_into_one_bucket(locked: bool, census: Census) {
-    let t = two_buckets();
+fn two_inserts_into_one_bucket(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let a = t.probe_at(0, fp_linking(0, 1, 2, 1));
     let b = t.probe_at(0, fp_linking(0, 0, 2, 1));
     assert_ne!(
@@ -530,12 +370,7 @@ fn two_inserts_into_one_bucket(locked: bool, census: Census) {
     let insert = move |t: &Table, p: Probe| {
         // Bucket 0's stripe, which both pairs take.
         let met_the_other = other_writer_holds(t, 0);
-        let added = if locked {
-            t.insert(p, false) == Ok(Inserted::Added)
-        } else {
-            insert_unlocked(t, p)
-        };
-        (added, met_the_other)
+        (t.insert(p, false) == Ok(Inserted::Added), met_the_other)
     };
     let first = spawn(&t, move |t| insert(t, a));
     let second = spawn(&t, move |t| insert(t, b));
@@ -544,7 +379,7 @@ fn two_inserts_into_one_bucket(locked: bool, census: Census) {
     census.saw(first.1 || second.1);
     assert_eq!(t.count(a), 1, "lost fingerprint: a");
     assert_eq!(t.count(b), 1, "lost fingerprint: b");
-    if locked {
+    if !broken.insert_unlocked {
         assert_eq!(t.len(), 2, "stripe counts must match the buckets");
     }
 }
@@ -554,31 +389,34 @@ fn loom_stripe_two_writers_on_overlapping_buckets_lose_nothing() {
     // One insert arrived while the other held bucket 0's stripe, so it waited.
     explore(
         "an insert that arrived while the other held bucket 0's stripe",
-        |c| two_inserts_into_one_bucket(true, c),
+        |c| two_inserts_into_one_bucket(Broken::default(), c),
     );
 }
 
 #[test]
 #[should_panic(expected = "lost fingerprint")]
 fn loom_stripe_control_insert_unlocked_two_writers() {
-    loom::model(|| two_inserts_into_one_bucket(false, Census::default()));
+    loom::model(|| {
+        two_inserts_into_one_bucket(
+            Broken {
+                insert_unlocked: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
 // insert_unique: check and insert under the same locks.
 // ---------------------------------------------------------------------------------------
 
-fn two_unique_inserts_of_one_key(atomic: bool, census: Census) {
-    let t = two_buckets();
+fn two_unique_inserts_of_one_key(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let p = t.probe_at(0, fp_linking(0, 1, 2, 1));
     let insert = move |t: &Table| {
         let met_the_other = other_writer_holds(t, 0);
-        let added = if atomic {
-            t.insert(p, true) == Ok(Inserted::Added)
-        } else {
-            insert_unique_check_then_act(t, p)
-        };
-        (added, met_the_other)
+        (t.insert(p, true) == Ok(Inserted::Added), met_the_other)
     };
     let first = spawn(&t, insert);
     let second = spawn(&t, insert);
@@ -598,14 +436,22 @@ fn loom_stripe_insert_unique_adds_one_copy() {
     // One unique insert arrived while the other held the pair, between its check and its put.
     explore(
         "a unique insert that arrived while the other held the pair",
-        |c| two_unique_inserts_of_one_key(true, c),
+        |c| two_unique_inserts_of_one_key(Broken::default(), c),
     );
 }
 
 #[test]
 #[should_panic(expected = "insert_unique stored a duplicate")]
 fn loom_stripe_control_unique_check_then_act() {
-    loom::model(|| two_unique_inserts_of_one_key(false, Census::default()));
+    loom::model(|| {
+        two_unique_inserts_of_one_key(
+            Broken {
+                unique_check_then_act: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -615,8 +461,8 @@ fn loom_stripe_control_unique_check_then_act() {
 /// Three buckets. The new key H has buckets 0 and 1, both full. Key K sits in bucket 0 and its
 /// other bucket is 2, which is empty: the insert must search, move K from 0 to 2, and take the
 /// freed slot, while a reader looks K up.
-fn insert_with_displacement_races_reader(validated: bool, census: Census) {
-    let t = Arc::new(Table::with_stripes(3, 4, 2).unwrap());
+fn insert_with_displacement_races_reader(broken: Broken, census: Census) {
+    let t = table(3, 4, 2, broken);
     let k = fp_linking(0, 2, 3, 1);
     let to1 = fp_linking(0, 1, 3, 1);
     let to0 = fp_linking(1, 0, 3, 1);
@@ -632,14 +478,9 @@ fn insert_with_displacement_races_reader(validated: bool, census: Census) {
     let k_probe = t.probe_at(0, k);
     assert_eq!(k_probe.alternate, 2);
     let inserter = spawn(&t, move |t| t.insert(new_key, false));
-    let reader = spawn(&t, move |t| {
-        if validated {
-            t.contains(k_probe)
-        } else {
-            // Bucket 2 first, then bucket 0: loads 2 before the copy and 0 after the clear.
-            Reader::Unvalidated.contains(t, t.probe_at(2, k))
-        }
-    });
+    // Bucket 2 first, then bucket 0: an unvalidated read can load 2 before the copy and 0
+    // after the clear.
+    let reader = spawn(&t, move |t| t.contains(t.probe_at(2, k)));
     assert_eq!(inserter.join().unwrap(), Ok(Inserted::Added));
     assert!(
         reader.join().unwrap(),
@@ -653,13 +494,23 @@ fn insert_with_displacement_races_reader(validated: bool, census: Census) {
 
 #[test]
 fn loom_stripe_insert_with_displacement_keeps_the_displaced_key_visible() {
-    explore(RACED, |c| insert_with_displacement_races_reader(true, c));
+    explore(RACED, |c| {
+        insert_with_displacement_races_reader(Broken::default(), c)
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_lookup_unvalidated_insert_with_displacement() {
-    loom::model(|| insert_with_displacement_races_reader(false, Census::default()));
+    loom::model(|| {
+        insert_with_displacement_races_reader(
+            Broken {
+                lookup_unvalidated: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -671,8 +522,8 @@ fn loom_stripe_control_lookup_unvalidated_insert_with_displacement() {
 /// before the copy and bucket 1 after the plain write: only a Release put, or a take's Release
 /// fence, lets its Acquire fence see the hop's odd version through the writer's lock
 /// (write-read causality).
-fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter, census: Census) {
-    let t = two_buckets();
+fn reader_races_hop_then_plain_write(remove: bool, broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let f = fp_linking(1, 0, 2, 1);
     let g = fp_linking(1, 1, 2, 1);
     t.set_slot(1, 0, f);
@@ -691,9 +542,9 @@ fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter, census: 
     let moving = spawn(&t, move |t| t.displace(hop));
     let writing = spawn(&t, move |t| {
         if remove {
-            writer.remove(t, g_probe);
+            assert!(t.remove(g_probe));
         } else {
-            writer.insert(t, g_probe);
+            assert_eq!(t.insert(g_probe, false), Ok(Inserted::Added));
         }
     });
     let reading = spawn(&t, move |t| t.contains(probe));
@@ -709,14 +560,14 @@ fn reader_races_hop_then_plain_write(remove: bool, writer: PlainWriter, census: 
 #[test]
 fn loom_stripe_lookup_survives_a_hop_then_a_plain_insert_into_the_source() {
     explore(RACED, |c| {
-        reader_races_hop_then_plain_write(false, PlainWriter::Correct, c)
+        reader_races_hop_then_plain_write(false, Broken::default(), c)
     });
 }
 
 #[test]
 fn loom_stripe_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
     explore(RACED, |c| {
-        reader_races_hop_then_plain_write(true, PlainWriter::Correct, c)
+        reader_races_hop_then_plain_write(true, Broken::default(), c)
     });
 }
 
@@ -724,7 +575,14 @@ fn loom_stripe_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_put_relaxed() {
     loom::model(|| {
-        reader_races_hop_then_plain_write(false, PlainWriter::RelaxedStore, Census::default())
+        reader_races_hop_then_plain_write(
+            false,
+            Broken {
+                put_relaxed: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
     });
 }
 
@@ -732,7 +590,14 @@ fn loom_stripe_control_put_relaxed() {
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_take_relaxed() {
     loom::model(|| {
-        reader_races_hop_then_plain_write(true, PlainWriter::RelaxedStore, Census::default())
+        reader_races_hop_then_plain_write(
+            true,
+            Broken {
+                take_relaxed: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
     });
 }
 
@@ -743,8 +608,8 @@ fn loom_stripe_control_take_relaxed() {
 /// The reader's primary bucket is 1, its alternate 0; the hop moves f from 0 to 1. Bucket 0
 /// and bucket 1 have different stripes, so validating against the primary's stripe (1)
 /// misses the hop, which bumps stripe 0.
-fn reader_with_primary_above_alternate(reader: Reader, census: Census) {
-    let t = two_buckets();
+fn reader_with_primary_above_alternate(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let f = fp_linking(1, 0, 2, 1);
     t.set_slot(0, 0, f);
     let probe = t.probe_at(1, f);
@@ -756,7 +621,7 @@ fn reader_with_primary_above_alternate(reader: Reader, census: Census) {
         to: 1,
     };
     let moving = spawn(&t, move |t| t.displace(hop));
-    let reading = spawn(&t, move |t| reader.contains(t, probe));
+    let reading = spawn(&t, move |t| t.contains(probe));
     assert!(moving.join().unwrap());
     assert!(
         reading.join().unwrap(),
@@ -768,14 +633,22 @@ fn reader_with_primary_above_alternate(reader: Reader, census: Census) {
 #[test]
 fn loom_stripe_lookup_validates_the_pair_stripe_whichever_bucket_is_primary() {
     explore(RACED, |c| {
-        reader_with_primary_above_alternate(Reader::Correct, c)
+        reader_with_primary_above_alternate(Broken::default(), c)
     });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_lookup_primary_stripe() {
-    loom::model(|| reader_with_primary_above_alternate(Reader::PrimaryStripe, Census::default()));
+    loom::model(|| {
+        reader_with_primary_above_alternate(
+            Broken {
+                lookup_primary_stripe: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 /// Both buckets share one stripe (one stripe for the table): the hop locks it once, and the
@@ -783,7 +656,7 @@ fn loom_stripe_control_lookup_primary_stripe() {
 #[test]
 fn loom_stripe_lookup_survives_displacement_within_one_stripe() {
     explore(RACED, |census| {
-        let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
+        let t = table(2, 1, 2, Broken::default());
         let f = fp_linking(1, 0, 2, 1);
         t.set_slot(1, 0, f);
         let probe = t.probe_at(0, f);
@@ -809,8 +682,8 @@ fn loom_stripe_lookup_survives_displacement_within_one_stripe() {
 // count: validated like a lookup, so a moving copy counts exactly once.
 // ---------------------------------------------------------------------------------------
 
-fn count_races_displacement(validated: bool, census: Census) {
-    let t = two_buckets();
+fn count_races_displacement(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let f = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, f);
     let probe = t.probe_at(0, f);
@@ -821,13 +694,7 @@ fn count_races_displacement(validated: bool, census: Census) {
         to: 0,
     };
     let moving = spawn(&t, move |t| t.displace(hop));
-    let counting = spawn(&t, move |t| {
-        if validated {
-            t.count(probe)
-        } else {
-            t.count_unlocked(probe)
-        }
-    });
+    let counting = spawn(&t, move |t| t.count(probe));
     assert!(moving.join().unwrap());
     assert_eq!(
         counting.join().unwrap(),
@@ -839,13 +706,21 @@ fn count_races_displacement(validated: bool, census: Census) {
 
 #[test]
 fn loom_stripe_count_sees_a_moving_copy_once() {
-    explore(RACED, |c| count_races_displacement(true, c));
+    explore(RACED, |c| count_races_displacement(Broken::default(), c));
 }
 
 #[test]
 #[should_panic(expected = "count saw the moving copy")]
 fn loom_stripe_control_count_unvalidated() {
-    loom::model(|| count_races_displacement(false, Census::default()));
+    loom::model(|| {
+        count_races_displacement(
+            Broken {
+                count_unvalidated: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -857,7 +732,7 @@ fn loom_stripe_clear_racing_a_hop_leaves_an_empty_consistent_table() {
     let census = Census::default();
     let c = census.clone();
     loom::model(move || {
-        let t = two_buckets();
+        let t = two_buckets(Broken::default());
         let f = fp_linking(1, 0, 2, 1);
         t.set_slot(1, 0, f);
         let hop = Hop {
@@ -887,24 +762,6 @@ fn loom_stripe_clear_racing_a_hop_leaves_an_empty_consistent_table() {
 // [stripe.W3] for removes: a put and a take of colliding copies move a copy (a net move).
 // ---------------------------------------------------------------------------------------
 
-/// A remove: the real one, or today's broken variant without a window.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Remover {
-    /// `RawTable::remove` itself: a take inside a window on the pair's version stripe.
-    Versioned,
-    /// [`RawTable::remove_unversioned`].
-    Unversioned,
-}
-
-impl Remover {
-    fn remove(self, t: &Table, p: Probe) -> bool {
-        match self {
-            Remover::Versioned => t.remove(p),
-            Remover::Unversioned => t.remove_unversioned(p),
-        }
-    }
-}
-
 /// The first fingerprint that is none of `taken`.
 fn other_fp(taken: &[u64]) -> u64 {
     (1..=0xFFFFu64).find(|fp| !taken.contains(fp)).unwrap()
@@ -913,8 +770,8 @@ fn other_fp(taken: &[u64]) -> u64 {
 /// The net-move geometry: one stripe for both buckets, `f` linking buckets 0 and 1, bucket 0
 /// full with a copy of `f` and three fillers. Returns the table and the probes of `f` with
 /// primary 1 (a lookup loads bucket 1 first, then bucket 0) and with primary 0.
-fn net_move_table() -> (Arc<Table>, Probe, Probe) {
-    let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
+fn net_move_table(broken: Broken) -> (Arc<Table>, Probe, Probe) {
+    let t = table(2, 1, 2, broken);
     let f = fp_linking(1, 0, 2, 1);
     let filler = other_fp(&[f]);
     t.set_slot(0, 0, f);
@@ -956,15 +813,15 @@ enum Read {
 ///   inserts the key again, the store answers "updated", the guard removes one copy and
 ///   takes the old one. A read loads bucket 0 first and may see the take there and still the
 ///   old value of bucket 1 (Relaxed loads, no sequential consistency).
-fn put_then_take_races_read(victim: Victim, read: Read, remover: Remover, census: Census) {
-    let (t, primary_1, primary_0) = net_move_table();
+fn put_then_take_races_read(victim: Victim, read: Read, broken: Broken, census: Census) {
+    let (t, primary_1, primary_0) = net_move_table(broken);
     let k = match victim {
         Victim::Colliding => primary_1,
         Victim::Same => primary_0,
     };
     let writer = spawn(&t, move |t| {
         assert_eq!(t.insert(primary_0, false), Ok(Inserted::Added));
-        assert!(remover.remove(t, primary_0), "a copy was there to remove");
+        assert!(t.remove(primary_0), "a copy was there to remove");
     });
     let reader = spawn(&t, move |t| match read {
         Read::Contains => usize::from(t.contains(k)),
@@ -983,7 +840,7 @@ fn put_then_take_races_read(victim: Victim, read: Read, remover: Remover, census
 #[test]
 fn loom_stripe_lookup_survives_a_put_and_a_colliding_take() {
     explore(RACED, |c| {
-        put_then_take_races_read(Victim::Colliding, Read::Contains, Remover::Versioned, c)
+        put_then_take_races_read(Victim::Colliding, Read::Contains, Broken::default(), c)
     });
 }
 
@@ -994,7 +851,10 @@ fn loom_stripe_control_remove_unversioned() {
         put_then_take_races_read(
             Victim::Colliding,
             Read::Contains,
-            Remover::Unversioned,
+            Broken {
+                remove_unversioned: true,
+                ..Broken::default()
+            },
             Census::default(),
         )
     });
@@ -1003,7 +863,7 @@ fn loom_stripe_control_remove_unversioned() {
 #[test]
 fn loom_stripe_count_survives_a_put_and_a_colliding_take() {
     explore(RACED, |c| {
-        put_then_take_races_read(Victim::Colliding, Read::Count, Remover::Versioned, c)
+        put_then_take_races_read(Victim::Colliding, Read::Count, Broken::default(), c)
     });
 }
 
@@ -1014,7 +874,10 @@ fn loom_stripe_control_remove_unversioned_count() {
         put_then_take_races_read(
             Victim::Colliding,
             Read::Count,
-            Remover::Unversioned,
+            Broken {
+                remove_unversioned: true,
+                ..Broken::default()
+            },
             Census::default(),
         )
     });
@@ -1023,7 +886,7 @@ fn loom_stripe_control_remove_unversioned_count() {
 #[test]
 fn loom_stripe_lookup_survives_the_guard_update_path() {
     explore(RACED, |c| {
-        put_then_take_races_read(Victim::Same, Read::Contains, Remover::Versioned, c)
+        put_then_take_races_read(Victim::Same, Read::Contains, Broken::default(), c)
     });
 }
 
@@ -1034,7 +897,10 @@ fn loom_stripe_control_remove_unversioned_update_path() {
         put_then_take_races_read(
             Victim::Same,
             Read::Contains,
-            Remover::Unversioned,
+            Broken {
+                remove_unversioned: true,
+                ..Broken::default()
+            },
             Census::default(),
         )
     });
@@ -1048,8 +914,8 @@ fn loom_stripe_control_remove_unversioned_update_path() {
 /// (other bucket 3, empty); buckets 0 and 2 are full. The path moves `k2` from 2 to 3, then
 /// `k1` from 0 to 2 into the slot the first hop freed, while a reader looks up `k1` and then
 /// `k2`, each loading its hop's destination first.
-fn multi_hop_path_races_reader(reader: Reader, census: Census) {
-    let t = Arc::new(Table::with_stripes(4, 4, 3).unwrap());
+fn multi_hop_path_races_reader(broken: Broken, census: Census) {
+    let t = table(4, 4, 3, broken);
     let k1 = fp_linking(0, 2, 4, 1);
     let k2 = fp_linking(2, 3, 4, 1);
     let filler = other_fp(&[k1, k2]);
@@ -1077,9 +943,7 @@ fn multi_hop_path_races_reader(reader: Reader, census: Census) {
         },
     ];
     let moving = spawn(&t, move |t| t.execute_path(&hops));
-    let reading = spawn(&t, move |t| {
-        (reader.contains(t, k1_probe), reader.contains(t, k2_probe))
-    });
+    let reading = spawn(&t, move |t| (t.contains(k1_probe), t.contains(k2_probe)));
     assert_eq!(moving.join().unwrap(), (2, true), "the path was valid");
     let (found_k1, found_k2) = reading.join().unwrap();
     assert!(found_k1 && found_k2, "false negative during a two-hop path");
@@ -1089,13 +953,21 @@ fn multi_hop_path_races_reader(reader: Reader, census: Census) {
 
 #[test]
 fn loom_stripe_lookup_survives_a_multi_hop_path() {
-    explore(RACED, |c| multi_hop_path_races_reader(Reader::Correct, c));
+    explore(RACED, |c| multi_hop_path_races_reader(Broken::default(), c));
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_lookup_unvalidated_multi_hop_path() {
-    loom::model(|| multi_hop_path_races_reader(Reader::Unvalidated, Census::default()));
+    loom::model(|| {
+        multi_hop_path_races_reader(
+            Broken {
+                lookup_unvalidated: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1105,8 +977,8 @@ fn loom_stripe_control_lookup_unvalidated_multi_hop_path() {
 /// Three buckets, two stripes: bucket 1 has stripe 1 and bucket 2 has stripe 0, so a hop
 /// between them locks stripe 0 first and its version stripe (bucket 1's) second. The hop
 /// moves `f` from 2 to 1 while a reader loads bucket 1, then bucket 2.
-fn version_stripe_is_the_higher_lock(mover: Mover, census: Census) {
-    let t = Arc::new(Table::with_stripes(3, 2, 2).unwrap());
+fn version_stripe_is_the_higher_lock(broken: Broken, census: Census) {
+    let t = table(3, 2, 2, broken);
     let f = fp_linking(2, 1, 3, 1);
     t.set_slot(2, 0, f);
     let probe = t.probe_at(1, f);
@@ -1122,7 +994,7 @@ fn version_stripe_is_the_higher_lock(mover: Mover, census: Census) {
         fp: f,
         to: 1,
     };
-    let moving = spawn(&t, move |t| mover.displace(t, hop));
+    let moving = spawn(&t, move |t| t.displace(hop));
     let reading = spawn(&t, move |t| t.contains(probe));
     assert!(moving.join().unwrap());
     assert!(
@@ -1135,30 +1007,27 @@ fn version_stripe_is_the_higher_lock(mover: Mover, census: Census) {
 #[test]
 fn loom_stripe_lookup_survives_a_hop_whose_version_stripe_is_the_higher_lock() {
     explore(RACED, |c| {
-        version_stripe_is_the_higher_lock(Mover::Correct, c)
+        version_stripe_is_the_higher_lock(Broken::default(), c)
     });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_hop_versions_lower_lock() {
-    loom::model(|| version_stripe_is_the_higher_lock(Mover::VersionsLowerLock, Census::default()));
+    loom::model(|| {
+        version_stripe_is_the_higher_lock(
+            Broken {
+                hop_versions_lower_lock: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
 // clear: a take of everything, racing a reader.
 // ---------------------------------------------------------------------------------------
-
-/// `clear` without its windows: every bucket zeroed under every lock, no version changed.
-fn clear_unversioned(t: &Table) {
-    let mut locks: Vec<StripeLock<'_>> = t.stripes.iter().map(StripeLock::acquire).collect();
-    for word in t.buckets.iter() {
-        Fp16::store(word, 0, Ordering::Release);
-    }
-    for lock in &mut locks {
-        lock.reset_count();
-    }
-}
 
 /// K (primary 0, alternate 1) has its copy in bucket 1; both buckets share one stripe. A
 /// writer clears the table and inserts K again, which puts the new copy in bucket 0. A count
@@ -1166,17 +1035,13 @@ fn clear_unversioned(t: &Table) {
 /// a state that never existed; without the clear's windows the stripe word is back where it
 /// was (count 1, then 0, then 1), so only the version can reject that read. Every validated
 /// count is 0 or 1.
-fn count_races_clear_and_reinsert(versioned_clear: bool, census: Census) {
-    let t = Arc::new(Table::with_stripes(2, 1, 2).unwrap());
+fn count_races_clear_and_reinsert(broken: Broken, census: Census) {
+    let t = table(2, 1, 2, broken);
     let f = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, f);
     let k = t.probe_at(0, f);
     let writer = spawn(&t, move |t| {
-        if versioned_clear {
-            t.clear();
-        } else {
-            clear_unversioned(t);
-        }
+        t.clear();
         assert_eq!(t.insert(k, false), Ok(Inserted::Added));
     });
     let counter = spawn(&t, move |t| t.count(k));
@@ -1196,13 +1061,23 @@ fn count_races_clear_and_reinsert(versioned_clear: bool, census: Census) {
 
 #[test]
 fn loom_stripe_count_racing_a_clear_and_a_reinsert_sees_one_instant() {
-    explore(RACED, |c| count_races_clear_and_reinsert(true, c));
+    explore(RACED, |c| {
+        count_races_clear_and_reinsert(Broken::default(), c)
+    });
 }
 
 #[test]
 #[should_panic(expected = "count saw 2 copies across a clear")]
 fn loom_stripe_control_clear_unversioned() {
-    loom::model(|| count_races_clear_and_reinsert(false, Census::default()));
+    loom::model(|| {
+        count_races_clear_and_reinsert(
+            Broken {
+                clear_unversioned: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1212,8 +1087,8 @@ fn loom_stripe_control_clear_unversioned() {
 /// Three buckets. H's buckets 0 and 1 are full; every fingerprint in bucket 0 can move to
 /// bucket 2, which is empty. Two `insert_unique(H)` calls each need a path search and a hop
 /// before a slot is free: exactly one adds, and no fingerprint is lost or duplicated.
-fn two_unique_inserts_through_a_path(atomic: bool, census: Census) {
-    let t = Arc::new(Table::with_stripes(3, 4, 2).unwrap());
+fn two_unique_inserts_through_a_path(broken: Broken, census: Census) {
+    let t = table(3, 4, 2, broken);
     let movable: Vec<u64> = (1..=4).map(|n| fp_linking(0, 2, 3, n)).collect();
     let to0 = fp_linking(1, 0, 3, 1);
     let h = (1..=0xFFFFu64)
@@ -1225,13 +1100,7 @@ fn two_unique_inserts_through_a_path(atomic: bool, census: Census) {
         t.set_slot(1, slot, to0);
     }
     let p = t.probe_at(0, h);
-    let insert = move |t: &Table| {
-        if atomic {
-            t.insert(p, true) == Ok(Inserted::Added)
-        } else {
-            insert_unique_check_then_act(t, p)
-        }
-    };
+    let insert = move |t: &Table| t.insert(p, true) == Ok(Inserted::Added);
     let first = spawn(&t, insert);
     let second = spawn(&t, insert);
     let added = [first.join().unwrap(), second.join().unwrap()];
@@ -1257,37 +1126,32 @@ fn two_unique_inserts_through_a_path(atomic: bool, census: Census) {
 fn loom_stripe_insert_unique_through_a_path_search_adds_one_copy() {
     explore(
         "an insert_unique whose path the other call's hop invalidated",
-        |c| two_unique_inserts_through_a_path(true, c),
+        |c| two_unique_inserts_through_a_path(Broken::default(), c),
     );
 }
 
 #[test]
 #[should_panic(expected = "insert_unique stored a duplicate")]
 fn loom_stripe_control_unique_check_then_act_through_a_path() {
-    loom::model(|| two_unique_inserts_through_a_path(false, Census::default()));
+    loom::model(|| {
+        two_unique_inserts_through_a_path(
+            Broken {
+                unique_check_then_act: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
 // count's locked fallback.
 // ---------------------------------------------------------------------------------------
 
-/// `count` with one optimistic attempt whose fallback counts without the locks.
-fn count_with_unlocked_fallback(t: &Table, p: Probe) -> usize {
-    let stripe = &t.stripes[t.version_stripe(p)];
-    let before = stripe.load(Ordering::Acquire);
-    let n = t.count_unlocked(p);
-    fence(Ordering::Acquire);
-    if stripe::unchanged(before, stripe.load(Ordering::Relaxed)) {
-        return n;
-    }
-    t.counters().read_fallback();
-    t.count_unlocked(p)
-}
-
 /// A count with a single optimistic attempt races a hop of the copy it counts, so that its
 /// fallback runs: under the pair's locks it must count the copy exactly once.
-fn count_fallback_races_displacement(locked: bool, census: Census) {
-    let t = two_buckets();
+fn count_fallback_races_displacement(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
     let f = fp_linking(1, 0, 2, 1);
     t.set_slot(1, 0, f);
     let probe = t.probe_at(0, f);
@@ -1298,13 +1162,7 @@ fn count_fallback_races_displacement(locked: bool, census: Census) {
         to: 0,
     };
     let moving = spawn(&t, move |t| t.displace(hop));
-    let counting = spawn(&t, move |t| {
-        if locked {
-            t.count_with_attempts(probe, 1)
-        } else {
-            count_with_unlocked_fallback(t, probe)
-        }
-    });
+    let counting = spawn(&t, move |t| t.count_with_attempts(probe, 1));
     assert!(moving.join().unwrap());
     assert_eq!(
         counting.join().unwrap(),
@@ -1317,48 +1175,35 @@ fn count_fallback_races_displacement(locked: bool, census: Census) {
 #[test]
 fn loom_stripe_count_fallback_under_the_locks_counts_a_moving_copy_once() {
     explore("count falling back to the locks", |c| {
-        count_fallback_races_displacement(true, c)
+        count_fallback_races_displacement(Broken::default(), c)
     });
 }
 
 #[test]
 #[should_panic(expected = "count's fallback saw the moving copy")]
 fn loom_stripe_control_count_fallback_unlocked() {
-    loom::model(|| count_fallback_races_displacement(false, Census::default()));
+    loom::model(|| {
+        count_fallback_races_displacement(
+            Broken {
+                count_fallback_unlocked: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------
 // [stripe.W3]/[stripe.I4]: a take in another pair carries a hop's version through its lock.
 // ---------------------------------------------------------------------------------------
 
-/// A remove whose window has no Release fence: the odd version may become visible after the
-/// clearing store.
-fn remove_unfenced(t: &Table, p: Probe) -> bool {
-    let mut locks = t.lock_pair(p.primary, p.alternate);
-    for bucket in [p.primary, p.alternate] {
-        let word = &t.buckets[bucket];
-        let current = Fp16::load(word, Ordering::Relaxed);
-        let matches = matching_lanes::<Fp16>(current, p.fp);
-        if matches != 0 {
-            let version_stripe = t.version_stripe(p);
-            locks.get(version_stripe).begin_take_unfenced();
-            let cleared = with_lane::<Fp16>(current, first_lane::<Fp16>(matches), 0);
-            Fp16::store(word, cleared, Ordering::Relaxed);
-            locks.get(version_stripe).end_take();
-            locks.get(t.stripe_of(bucket)).remove_fingerprint();
-            return true;
-        }
-    }
-    false
-}
-
 /// Three buckets, four stripes. `f`'s pair is {1, 2}; `g`'s pair is {2, 0}, whose version
 /// stripe (bucket 0's) is neither of `f`'s. A hop moves `f` from 2 to 1; a remove of `g` then
 /// clears `g` from bucket 2. The reader of `f` loads bucket 1 before the copy and bucket 2
 /// after `g`'s take: it can learn of the hop only through the take's Release fence, sequenced
 /// after its lock of bucket 2's stripe, which the hop released (write-read causality).
-fn reader_races_hop_then_foreign_take(fenced: bool, census: Census) {
-    let t = Arc::new(Table::with_stripes(3, 4, 2).unwrap());
+fn reader_races_hop_then_foreign_take(broken: Broken, census: Census) {
+    let t = table(3, 4, 2, broken);
     let f = fp_linking(2, 1, 3, 1);
     let g = fp_linking(2, 0, 3, 1);
     t.set_slot(2, 0, f);
@@ -1378,13 +1223,7 @@ fn reader_races_hop_then_foreign_take(fenced: bool, census: Census) {
         to: 1,
     };
     let moving = spawn(&t, move |t| t.displace(hop));
-    let removing = spawn(&t, move |t| {
-        if fenced {
-            t.remove(g_probe)
-        } else {
-            remove_unfenced(t, g_probe)
-        }
-    });
+    let removing = spawn(&t, move |t| t.remove(g_probe));
     let reading = spawn(&t, move |t| t.contains(f_probe));
     assert!(moving.join().unwrap());
     assert!(removing.join().unwrap());
@@ -1397,11 +1236,21 @@ fn reader_races_hop_then_foreign_take(fenced: bool, census: Census) {
 
 #[test]
 fn loom_stripe_lookup_survives_a_hop_then_a_take_in_another_pair() {
-    explore(RACED, |c| reader_races_hop_then_foreign_take(true, c));
+    explore(RACED, |c| {
+        reader_races_hop_then_foreign_take(Broken::default(), c)
+    });
 }
 
 #[test]
 #[should_panic(expected = "false negative")]
 fn loom_stripe_control_take_unfenced() {
-    loom::model(|| reader_races_hop_then_foreign_take(false, Census::default()));
+    loom::model(|| {
+        reader_races_hop_then_foreign_take(
+            Broken {
+                take_unfenced: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }

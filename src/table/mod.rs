@@ -99,6 +99,9 @@ pub(crate) struct RawTable<L: Layout, G: Geometry = Flat> {
     counters: Counters,
     /// The state of a running copy (a snapshot), checked by every take (`copy`).
     copy: CopyState,
+    /// Steps of the stripe protocol broken on purpose, for the loom controls.
+    #[cfg(cuckoo_loom)]
+    broken: stripe::Broken,
     _layout: PhantomData<L>,
 }
 
@@ -190,6 +193,8 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             random_walk_kicks: 0,
             counters: Counters::new(),
             copy: CopyState::new(),
+            #[cfg(cuckoo_loom)]
+            broken: stripe::Broken::default(),
             _layout: PhantomData,
         }
     }
@@ -336,6 +341,12 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     #[inline]
     pub(crate) fn contains(&self, p: Probe) -> bool {
         let stripe_index = self.version_stripe(p);
+        #[cfg(cuckoo_loom)]
+        let stripe_index = if self.broken.lookup_primary_stripe {
+            self.stripe_of(p.primary)
+        } else {
+            stripe_index
+        };
         match self.read_once(p, stripe_index) {
             Some(found) => found,
             None => self.contains_contended(p.primary, p.alternate, p.fp, stripe_index),
@@ -347,9 +358,17 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     #[inline(always)]
     fn read_once(&self, p: Probe, stripe_index: usize) -> Option<bool> {
         let stripe = &self.stripes[stripe_index];
+        #[cfg(not(cuckoo_loom))]
+        let r1 = Ordering::Acquire;
+        #[cfg(cuckoo_loom)]
+        let r1 = if self.broken.version_load_relaxed {
+            Ordering::Relaxed
+        } else {
+            Ordering::Acquire
+        };
         // ORDERING: Acquire; [stripe.R1] pairs with the Release unlock [stripe.W4] that ends a take, so a
         // version read after a take shows its bucket stores too.
-        let before = stripe.load(Ordering::Acquire);
+        let before = stripe.load(r1);
         // ORDERING: Relaxed; [stripe.R2] validated by [stripe.R3] when they find nothing.
         let a = L::load(&self.buckets[p.primary], Ordering::Relaxed);
         // ORDERING: Relaxed; [stripe.R2] as above.
@@ -357,11 +376,25 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         if pair_has_match::<L>(a, b, p.fp) {
             return Some(true);
         }
+        #[cfg(cuckoo_loom)]
+        if self.broken.lookup_unvalidated {
+            return Some(false);
+        }
         // ORDERING: Acquire fence; [stripe.R3] pairs with the Release fence of [stripe.W3]: if a bucket
         // load above saw a take's store, the reload below sees the take's odd version.
+        #[cfg(not(cuckoo_loom))]
         fence(Ordering::Acquire);
+        #[cfg(cuckoo_loom)]
+        if !self.broken.lookup_unfenced {
+            // ORDERING: Acquire fence; [stripe.R3] as above.
+            fence(Ordering::Acquire);
+        }
         // ORDERING: Relaxed; [stripe.R3] ordered after the bucket loads by the fence above.
         let after = stripe.load(Ordering::Relaxed);
+        #[cfg(cuckoo_loom)]
+        if self.broken.odd_version_ignored {
+            return (before == after).then_some(false);
+        }
         stripe::unchanged(before, after).then_some(false)
     }
 
@@ -418,6 +451,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// `count` with `attempts` optimistic reads before the locked fallback (loom models use 1
     /// to reach the fallback).
     fn count_with_attempts(&self, p: Probe, attempts: usize) -> usize {
+        #[cfg(cuckoo_loom)]
+        if self.broken.count_unvalidated {
+            return self.count_unlocked(p);
+        }
         let stripe = &self.stripes[self.version_stripe(p)];
         for _ in 0..attempts {
             // ORDERING: Acquire; [stripe.R1] as in `contains`.
@@ -434,6 +471,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             self.retry_read();
         }
         self.counters.read_fallback();
+        #[cfg(cuckoo_loom)]
+        if self.broken.count_fallback_unlocked {
+            return self.count_unlocked(p);
+        }
         // Both stripes held: no take of this pair is in flight and no put can land in either
         // bucket, so the two loads see one state.
         let _locks = self.lock_pair(p.primary, p.alternate);
@@ -474,12 +515,20 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         if free == 0 {
             return false;
         }
+        #[cfg(not(cuckoo_loom))]
+        let put = Ordering::Release;
+        #[cfg(cuckoo_loom)]
+        let put = if self.broken.put_relaxed {
+            Ordering::Relaxed
+        } else {
+            Ordering::Release
+        };
         // ORDERING: Release; [stripe.W2] a reader whose bucket load reads this store must also see
         // any take that came before it in this bucket [stripe.I4]. A put needs no version bump.
         L::store(
             word,
             with_lane::<L>(current, first_lane::<L>(free), fp),
-            Ordering::Release,
+            put,
         );
         lock.add_fingerprint();
         true
@@ -508,6 +557,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         unique: bool,
         still_newest: impl Fn() -> bool,
     ) -> Result<Inserted, InsertFailure> {
+        #[cfg(cuckoo_loom)]
+        if let Some(inserted) = self.broken_insert(p, unique) {
+            return inserted;
+        }
         let primary_stripe = self.stripe_of(p.primary);
         let alternate_stripe = self.stripe_of(p.alternate);
         if !unique {
@@ -569,6 +622,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// version change a reader that loaded the first bucket before the put and the second
     /// after the take would miss both.
     pub(crate) fn remove(&self, p: Probe) -> bool {
+        #[cfg(cuckoo_loom)]
+        if self.broken.remove_unlocked {
+            return self.remove_unlocked(p);
+        }
         let mut locks = self.lock_pair(p.primary, p.alternate);
         let buckets = if p.alternate == p.primary {
             &[p.primary][..]
@@ -595,6 +652,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             let current = L::load(word, Ordering::Relaxed);
             let matches = matching_lanes::<L>(current, p.fp);
             if matches != 0 {
+                #[cfg(cuckoo_loom)]
+                if self.broken_take(&mut locks, p, bucket, current, matches) {
+                    return true;
+                }
                 locks.take_one(self.version_stripe(p), self.stripe_of(bucket), || {
                     // ORDERING: Relaxed; [stripe.W3] ordered after the odd version by the Release
                     // fence of the window.
@@ -659,6 +720,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// Empties the table: a take \[stripe.W3\] of everything, under every stripe lock (taken in
     /// ascending order \[stripe.W1\]) with every stripe's version odd.
     pub(crate) fn clear(&self) {
+        #[cfg(cuckoo_loom)]
+        if self.broken.clear_unversioned {
+            return self.clear_unversioned();
+        }
         let mut locks: Vec<StripeLock<'_>> = self.stripes.iter().map(StripeLock::acquire).collect();
         for lock in &mut locks {
             lock.begin_take_unfenced();
@@ -690,10 +755,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     }
 
     /// `remove` without its window \[stripe.W3\]: locked, a Release store, no version change. The
-    /// broken variant the net-move loom models and stress test must catch: a put of `f` into
-    /// one bucket and this take of an `f` from the other move a copy with the stripe word
-    /// unchanged.
-    #[cfg(test)]
+    /// broken variant the net-move stress test must catch (the loom models use
+    /// `Broken::remove_unversioned`): a put of `f` into one bucket and this take of an `f` from
+    /// the other move a copy with the stripe word unchanged.
+    #[cfg(all(test, not(cuckoo_loom)))]
     pub(crate) fn remove_unversioned(&self, p: Probe) -> bool {
         let mut locks = self.lock_pair(p.primary, p.alternate);
         for bucket in [p.primary, p.alternate] {
@@ -710,6 +775,102 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             }
         }
         false
+    }
+
+    /// `insert` with [`stripe::Broken::insert_unlocked`] or
+    /// [`stripe::Broken::unique_check_then_act`] set; `None` if neither applies.
+    #[cfg(cuckoo_loom)]
+    fn broken_insert(&self, p: Probe, unique: bool) -> Option<Result<Inserted, InsertFailure>> {
+        if self.broken.insert_unlocked && !unique {
+            for bucket in [p.primary, p.alternate] {
+                let word = &self.buckets[bucket];
+                // ORDERING: Relaxed, with no lock: deliberately broken.
+                let current = L::load(word, Ordering::Relaxed);
+                let free = empty_lanes::<L>(current);
+                if free != 0 {
+                    let placed = with_lane::<L>(current, first_lane::<L>(free), p.fp);
+                    // ORDERING: Relaxed, with no lock: deliberately broken.
+                    L::store(word, placed, Ordering::Relaxed);
+                    return Some(Ok(Inserted::Added));
+                }
+            }
+            return Some(Err(InsertFailure::Full));
+        }
+        if self.broken.unique_check_then_act && unique {
+            if self.count(p) > 0 {
+                return Some(Ok(Inserted::AlreadyPresent));
+            }
+            return Some(self.insert(p, false));
+        }
+        None
+    }
+
+    /// `remove` with no stripe lock ([`stripe::Broken::remove_unlocked`]).
+    #[cfg(cuckoo_loom)]
+    fn remove_unlocked(&self, p: Probe) -> bool {
+        for bucket in [p.primary, p.alternate] {
+            let word = &self.buckets[bucket];
+            // ORDERING: Relaxed, with no lock: deliberately broken.
+            let current = L::load(word, Ordering::Relaxed);
+            let matches = matching_lanes::<L>(current, p.fp);
+            if matches != 0 {
+                let cleared = with_lane::<L>(current, first_lane::<L>(matches), 0);
+                // ORDERING: Relaxed, with no lock: deliberately broken.
+                L::store(word, cleared, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The take of `remove` with a broken window ([`stripe::Broken::take_relaxed`],
+    /// [`stripe::Broken::take_unfenced`], [`stripe::Broken::remove_unversioned`]); false if
+    /// none is set and the real take must run.
+    #[cfg(cuckoo_loom)]
+    fn broken_take(
+        &self,
+        locks: &mut PairLock<'_>,
+        p: Probe,
+        bucket: usize,
+        current: u64,
+        matches: u64,
+    ) -> bool {
+        let broken = self.broken;
+        if !(broken.take_relaxed || broken.take_unfenced || broken.remove_unversioned) {
+            return false;
+        }
+        let word = &self.buckets[bucket];
+        let cleared = with_lane::<L>(current, first_lane::<L>(matches), 0);
+        if broken.take_unfenced {
+            let version = self.version_stripe(p);
+            locks.get(version).begin_take_unfenced();
+            // ORDERING: Relaxed, in a window with no Release fence: deliberately broken.
+            L::store(word, cleared, Ordering::Relaxed);
+            locks.get(version).end_take();
+        } else {
+            let order = if broken.take_relaxed {
+                Ordering::Relaxed
+            } else {
+                Ordering::Release
+            };
+            // ORDERING: Relaxed or Release with no window: deliberately broken.
+            L::store(word, cleared, order);
+        }
+        locks.get(self.stripe_of(bucket)).remove_fingerprint();
+        true
+    }
+
+    /// `clear` with no windows ([`stripe::Broken::clear_unversioned`]).
+    #[cfg(cuckoo_loom)]
+    fn clear_unversioned(&self) {
+        let mut locks: Vec<StripeLock<'_>> = self.stripes.iter().map(StripeLock::acquire).collect();
+        for word in self.buckets.iter() {
+            // ORDERING: Release with no window: deliberately broken.
+            L::store(word, 0, Ordering::Release);
+        }
+        for lock in &mut locks {
+            lock.reset_count();
+        }
     }
 
     /// Stores `fp` in `slot` of `bucket` directly, counting it: setup for tests.

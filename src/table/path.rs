@@ -237,7 +237,20 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         }
         let watch = self.copy.watch();
         let version_stripe = self.stripe_of(hop.from.min(hop.to));
+        #[cfg(cuckoo_loom)]
+        let version_stripe = if self.broken.hop_versions_lower_lock {
+            from_stripe.min(to_stripe)
+        } else {
+            version_stripe
+        };
+        #[cfg(not(cuckoo_loom))]
         locks.get(version_stripe).begin_take();
+        #[cfg(cuckoo_loom)]
+        if self.broken.hop_unfenced {
+            locks.get(version_stripe).begin_take_unfenced();
+        } else {
+            locks.get(version_stripe).begin_take();
+        }
         // ORDERING: Relaxed; [stripe.W3] copy first, after the Release fence of `begin_take`.
         L::store(
             destination,

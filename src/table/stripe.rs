@@ -140,6 +140,49 @@ const COUNT_ONE: u64 = 1 << COUNT_SHIFT;
 /// most this many slots.
 pub(crate) const MAX_STRIPE_SLOTS: usize = (1 << (64 - COUNT_SHIFT)) - 1;
 
+/// The stripe protocol broken on purpose, one step per field: the loom models' negative
+/// controls (`loom_stripe_control_<field>`). The table's operations consult it at the step
+/// each field breaks.
+#[cfg(cuckoo_loom)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Broken {
+    /// \[stripe.R3\] skipped: a lookup answers "absent" without checking the version.
+    pub(crate) lookup_unvalidated: bool,
+    /// \[stripe.R3\] without its Acquire fence: the version reload may pass the bucket loads.
+    pub(crate) lookup_unfenced: bool,
+    /// \[stripe.R1\] with a Relaxed load: a version does not carry a hop's bucket stores.
+    pub(crate) version_load_relaxed: bool,
+    /// \[stripe.R3\] accepts an unchanged word without checking that its version is even.
+    pub(crate) odd_version_ignored: bool,
+    /// \[stripe.I2\] a lookup validates against its primary bucket's stripe, not the pair's.
+    pub(crate) lookup_primary_stripe: bool,
+    /// \[stripe.W3\] a hop opens its window with no Release fence.
+    pub(crate) hop_unfenced: bool,
+    /// \[stripe.I2\] a hop bumps the version of the lower of its two stripe locks, not the
+    /// pair's version stripe.
+    pub(crate) hop_versions_lower_lock: bool,
+    /// \[stripe.W2\] a remove clears a copy with no stripe lock.
+    pub(crate) remove_unlocked: bool,
+    /// \[stripe.W2\] an insert stores into a free slot with no stripe lock.
+    pub(crate) insert_unlocked: bool,
+    /// `insert_unique` checks with a `count` outside the locks of its insert.
+    pub(crate) unique_check_then_act: bool,
+    /// \[stripe.I4\] a plain put stores Relaxed.
+    pub(crate) put_relaxed: bool,
+    /// \[stripe.W3\] a remove opens no window and stores Relaxed.
+    pub(crate) take_relaxed: bool,
+    /// \[stripe.W3\] a remove opens its window with no Release fence.
+    pub(crate) take_unfenced: bool,
+    /// \[stripe.W3\] a remove opens no window (a Release store, no version change).
+    pub(crate) remove_unversioned: bool,
+    /// \[stripe.W3\] `clear` zeroes every bucket with no window.
+    pub(crate) clear_unversioned: bool,
+    /// \[stripe.R3\] skipped: `count` answers from one unvalidated read.
+    pub(crate) count_unvalidated: bool,
+    /// `count`'s fallback counts without the pair's locks.
+    pub(crate) count_fallback_unlocked: bool,
+}
+
 /// An unlocked stripe word at version 0 counting `n` fingerprints \[stripe.I3\].
 #[inline]
 pub(crate) fn with_count(n: u64) -> u64 {

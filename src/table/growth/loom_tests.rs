@@ -9,9 +9,9 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::super::loom_tests::{explore, Census};
-use super::{GrowFailure, Tables};
+use super::{Broken, Tables};
 use crate::sync::{AtomicBool, Ordering};
-use crate::table::{Inserted, Table};
+use crate::table::{stripe, Inserted, Table};
 
 /// The key whose copies the models move about (fingerprint 7, sub-bucket 0).
 const K: u64 = 0x0000_0001_0000_0007;
@@ -26,10 +26,13 @@ fn filler(fp: u64) -> u64 {
     (fp << 40) | fp
 }
 
-/// A filter of one one-bucket base table that may add `max_steps` tables, doubling.
-fn tables(max_steps: usize) -> Arc<Tables> {
+/// A filter of one one-bucket base table that may add `max_steps` tables, doubling, with
+/// `broken` in its growth protocol.
+fn tables(max_steps: usize, broken: Broken) -> Arc<Tables> {
     let base = Table::new(16, 1, 1, 0).expect("a tiny table");
-    Arc::new(Tables::new(base, 1, max_steps))
+    let mut t = Tables::new(base, 1, max_steps);
+    t.broken = broken;
+    Arc::new(t)
 }
 
 /// Runs `f` on a spawned loom thread with the shared tables.
@@ -46,9 +49,18 @@ fn spawn<T: Send + 'static>(
 /// put into the new table (the newest match). The other thread, `G`, grew, inserted `K` and
 /// then looks `K` up (`remove_after`: removes it); the writer's copy in the base table stands in
 /// for `G`'s. A lookup or remove reading the base table first can read it before the writer's
-/// put and the new table after its take.
-fn stale_put_then_take(remove_after: bool, oldest_first: bool, census: Census) {
-    let t = tables(1);
+/// put and the new table after its take. `broken` breaks the grower's lookup (for the whole
+/// filter: the writer does not look up) or remove (for the grower's call only: the writer's
+/// remove must take the grower's copy).
+fn stale_put_then_take(remove_after: bool, broken: Broken, census: Census) {
+    let oldest_first = broken.lookup_oldest_first || broken.remove_oldest_first;
+    let t = tables(
+        1,
+        Broken {
+            remove_oldest_first: false,
+            ..broken
+        },
+    );
     let writer = spawn(&t, |t| {
         assert_eq!(t.insert(K, false), Ok(Inserted::Added));
         t.remove(K)
@@ -56,11 +68,10 @@ fn stale_put_then_take(remove_after: bool, oldest_first: bool, census: Census) {
     let grower = spawn(&t, move |t| {
         t.grow(0).unwrap();
         assert_eq!(t.insert(K, false), Ok(Inserted::Added));
-        match (remove_after, oldest_first) {
-            (false, false) => t.find(K),
-            (false, true) => t.contains_oldest_first(K).then_some(usize::MAX),
-            (true, false) => t.remove_traced(K),
-            (true, true) => t.remove_oldest_first(K).then_some(usize::MAX),
+        if remove_after {
+            t.remove_traced(K, broken)
+        } else {
+            t.find(K)
         }
     });
     let writer_removed = writer.join().unwrap();
@@ -87,35 +98,53 @@ fn stale_put_then_take(remove_after: bool, oldest_first: bool, census: Census) {
 #[test]
 fn loom_growth_lookup_reads_newest_first() {
     explore("a lookup answered by the stale writer's copy", |census| {
-        stale_put_then_take(false, false, census)
+        stale_put_then_take(false, Broken::default(), census)
     });
 }
 
 #[test]
 #[should_panic(expected = "the grower missed a copy of a key its own thread inserted")]
 fn loom_growth_control_lookup_oldest_first() {
-    loom::model(|| stale_put_then_take(false, true, Census::default()));
+    loom::model(|| {
+        stale_put_then_take(
+            false,
+            Broken {
+                lookup_oldest_first: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 #[test]
 fn loom_growth_remove_scans_newest_first() {
     explore(
         "a remove that took the writer's copy from the base table",
-        |census| stale_put_then_take(true, false, census),
+        |census| stale_put_then_take(true, Broken::default(), census),
     );
 }
 
 #[test]
 #[should_panic(expected = "the grower missed a copy of a key its own thread inserted")]
 fn loom_growth_control_remove_oldest_first() {
-    loom::model(|| stale_put_then_take(true, true, Census::default()));
+    loom::model(|| {
+        stale_put_then_take(
+            true,
+            Broken {
+                remove_oldest_first: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 /// Invariant (b): `K2` shares `K`'s fingerprint and base bucket but not its buckets in the grown
 /// table. With `K` in the base table and `K2` in the grown one, removing `K2` must take `K2`'s
 /// copy (the newest match), never `K`'s, while a lookup of `K` runs.
-fn remove_takes_its_own_class(oldest_first: bool, census: Census) {
-    let t = tables(1);
+fn remove_takes_its_own_class(broken: Broken, census: Census) {
+    let t = tables(1, broken);
     assert_eq!(t.insert(K, false), Ok(Inserted::Added));
     t.grow(0).unwrap();
     assert_eq!(t.insert(K2, false), Ok(Inserted::Added));
@@ -127,11 +156,7 @@ fn remove_takes_its_own_class(oldest_first: bool, census: Census) {
     let removed = Arc::new(AtomicBool::new(false));
     let done = Arc::clone(&removed);
     let remover = spawn(&t, move |t| {
-        let took = if oldest_first {
-            t.remove_oldest_first(K2)
-        } else {
-            t.remove(K2)
-        };
+        let took = t.remove(K2);
         // ORDERING: Release; the census edge from the remove to a lookup that sees it done.
         done.store(true, Ordering::Release);
         took
@@ -153,26 +178,34 @@ fn loom_growth_remove_takes_the_newest_match() {
     // taken the oldest match, K's copy would be gone.
     explore(
         "a lookup of K that began after the remove of K2 returned",
-        |c| remove_takes_its_own_class(false, c),
+        |c| remove_takes_its_own_class(Broken::default(), c),
     );
 }
 
 #[test]
 #[should_panic(expected = "took K's copy")]
 fn loom_growth_control_remove_oldest_first_newest_match() {
-    loom::model(|| remove_takes_its_own_class(true, Census::default()));
+    loom::model(|| {
+        remove_takes_its_own_class(
+            Broken {
+                remove_oldest_first: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 /// Two inserts find the full base table at once and both grow \[growth.G1\] \[growth.G2\]. Neither key is
 /// lost, each is found by its own thread at once, and exactly one table is added.
-fn inserts_race_growth(grow: fn(&Tables, usize) -> Result<(), GrowFailure>, census: Census) {
-    let t = tables(2);
+fn inserts_race_growth(broken: Broken, census: Census) {
+    let t = tables(2, broken);
     for fp in 1..=4 {
         assert_eq!(t.insert(filler(fp), false), Ok(Inserted::Added));
     }
     let inserter = |key| {
         move |t: &Tables| {
-            assert_eq!(t.insert_with_broken_growth(key, grow), Ok(Inserted::Added));
+            assert_eq!(t.insert(key, false), Ok(Inserted::Added));
             assert!(t.contains(key), "an insert that returned is not found");
         }
     };
@@ -195,34 +228,44 @@ fn inserts_race_growth(grow: fn(&Tables, usize) -> Result<(), GrowFailure>, cens
 #[test]
 fn loom_growth_inserts_race_growth() {
     explore("two inserts that both called the growth step", |c| {
-        inserts_race_growth(Tables::grow, c)
+        inserts_race_growth(Broken::default(), c)
     });
 }
 
 #[test]
 #[should_panic(expected = "added more than one table")]
 fn loom_growth_control_grow_unchecked() {
-    loom::model(|| inserts_race_growth(Tables::grow_unchecked, Census::default()));
+    loom::model(|| {
+        inserts_race_growth(
+            Broken {
+                grow_unchecked: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 #[test]
 #[should_panic(expected = "counted before it was filled")]
 fn loom_growth_control_grow_reserving_first() {
-    loom::model(|| inserts_race_growth(Tables::grow_reserving_first, Census::default()));
+    loom::model(|| {
+        inserts_race_growth(
+            Broken {
+                grow_reserving_first: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 /// \[growth.G5\]: two unique inserts of `K`, one of them after growing the filter, add one copy. The
 /// one that loaded `grown` before the growth must not put into the base table once the other
 /// has checked it.
-fn unique_inserts_race_growth(check_newest: bool, census: Census) {
-    let t = tables(1);
-    let stale = spawn(&t, move |t| {
-        if check_newest {
-            t.insert(K, true).unwrap()
-        } else {
-            t.base().insert(K, true).unwrap()
-        }
-    });
+fn unique_inserts_race_growth(broken: Broken, census: Census) {
+    let t = tables(1, broken);
+    let stale = spawn(&t, move |t| t.insert(K, true).unwrap());
     let grower = spawn(&t, |t| {
         t.grow(0).unwrap();
         t.insert(K, true).unwrap()
@@ -242,14 +285,22 @@ fn unique_inserts_race_growth(check_newest: bool, census: Census) {
 fn loom_growth_unique_inserts_race_growth() {
     explore(
         "a stale unique insert refused by [growth.G5] and retried",
-        |c| unique_inserts_race_growth(true, c),
+        |c| unique_inserts_race_growth(Broken::default(), c),
     );
 }
 
 #[test]
 #[should_panic(expected = "both added a copy")]
 fn loom_growth_control_unique_outgrown_unchecked() {
-    loom::model(|| unique_inserts_race_growth(false, Census::default()));
+    loom::model(|| {
+        unique_inserts_race_growth(
+            Broken {
+                unique_outgrown_unchecked: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
 
 /// A net move inside an older table under a lookup that reads the newest table
@@ -259,8 +310,12 @@ fn loom_growth_control_unique_outgrown_unchecked() {
 /// `K2`: no match in the grown table, so it takes the first match in the base table, in its
 /// primary bucket 0, which is `K`'s copy; `K2`'s copy in bucket 1 stands in for `K`. A lookup
 /// of `K` (grown table, then base) must find it, from a validated read of the base.
-fn stale_net_move_in_an_older_table(unversioned_take: bool, census: Census) {
-    let base = Table::new(16, 2, 1, 0).expect("a tiny table");
+fn stale_net_move_in_an_older_table(broken: stripe::Broken, census: Census) {
+    let mut base = Table::new(16, 2, 1, 0).expect("a tiny table");
+    let Table::Fp16(raw) = &mut base else {
+        unreachable!("a 16-bit flat base")
+    };
+    raw.broken = broken;
     let t = Arc::new(Tables::new(base, 1, 1));
     assert_eq!(t.insert(K, false), Ok(Inserted::Added));
     for fp in 1..=3 {
@@ -270,16 +325,7 @@ fn stale_net_move_in_an_older_table(unversioned_take: bool, census: Census) {
     let writer = spawn(&t, move |t| {
         // A writer that loaded `grown` before the growth [growth.G2].
         assert_eq!(t.base().insert(K2, false), Ok(Inserted::Added));
-        let removed = if unversioned_take {
-            // [growth.G3] newest first, but the base table's take has no version window.
-            let Table::Fp16(base) = t.base() else {
-                unreachable!("a 16-bit flat base")
-            };
-            !t.table(1).remove(K2) && base.remove_unversioned(base.probe(K2))
-        } else {
-            t.remove(K2)
-        };
-        assert!(removed, "a remove of an inserted key found no copy");
+        assert!(t.remove(K2), "a remove of an inserted key found no copy");
     });
     let reader = spawn(&t, |t| t.find(K));
     writer.join().unwrap();
@@ -297,12 +343,21 @@ fn stale_net_move_in_an_older_table(unversioned_take: bool, census: Census) {
 #[test]
 fn loom_growth_stale_net_move_in_an_older_table() {
     explore("a lookup of K raced the net move and validated", |c| {
-        stale_net_move_in_an_older_table(false, c)
+        stale_net_move_in_an_older_table(stripe::Broken::default(), c)
     });
 }
 
 #[test]
 #[should_panic(expected = "K lost to a net move in the base table")]
 fn loom_growth_control_remove_unversioned() {
-    loom::model(|| stale_net_move_in_an_older_table(true, Census::default()));
+    loom::model(|| {
+        // [growth.G3] newest first, but the base table's take has no version window.
+        stale_net_move_in_an_older_table(
+            stripe::Broken {
+                remove_unversioned: true,
+                ..stripe::Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
