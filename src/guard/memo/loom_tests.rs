@@ -558,14 +558,13 @@ mod guard_level {
             .growth(Growth::Fixed)
             .build()
             .expect("a tiny filter");
-        let guard = CacheGuard::with_policy(
+        CacheGuard::with_policy(
             filter,
             std::sync::Arc::clone(store),
             RebuildPolicy::manual(),
         )
         .with_memo(1)
-        .expect("a new guard");
-        guard
+        .expect("a new guard")
     }
 
     /// A client puts `K` (the store times out: unknown outcome, the write may land), resizes
