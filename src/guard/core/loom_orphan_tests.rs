@@ -16,24 +16,27 @@ use crate::guard::{RebuildReason, Written};
 use crate::sync::{AtomicBool, Ordering};
 use crate::table::loom_tests::explore;
 
-/// A rebuild on its own thread: waits at the gate, scans the whole store as one page, swaps.
-/// Returns whether its scan found `K`.
+/// A rebuild on its own thread: see [`rebuild_whole`]. Returns whether its scan found `K`.
 fn rebuild(core: &Arc<Core>, store: &Arc<Mutex<Vec<u64>>>) -> thread::JoinHandle<bool> {
     let (core, store) = (Arc::clone(core), Arc::clone(store));
-    thread::spawn(move || {
-        let claim = core.claim().expect("the only rebuild");
-        let mut turn = core
-            .begin_rebuild::<()>(claim, RebuildReason::Requested)
-            .expect("a warm core builds its next filter");
-        while !turn.poll_gate::<()>().expect("room for the orphans") {
-            thread::yield_now();
-        }
-        let keys = store.lock().unwrap().clone();
-        turn.load_page::<_, ()>(&keys)
-            .expect("room for the scanned keys");
-        turn.finish();
-        keys.contains(&K)
-    })
+    thread::spawn(move || rebuild_whole(&core, &store))
+}
+
+/// A whole rebuild on the calling thread: waits at the gate, scans the whole store as one
+/// page, swaps. Returns whether its scan found `K`.
+fn rebuild_whole(core: &Core, store: &Mutex<Vec<u64>>) -> bool {
+    let claim = core.claim().expect("no other rebuild holds the claim");
+    let mut turn = core
+        .begin_rebuild::<()>(claim, RebuildReason::Requested)
+        .expect("a warm core builds its next filter");
+    while !turn.poll_gate::<()>().expect("room for the orphans") {
+        thread::yield_now();
+    }
+    let keys = store.lock().unwrap().clone();
+    turn.load_page::<_, ()>(&keys)
+        .expect("room for the scanned keys");
+    turn.finish();
+    keys.contains(&K)
 }
 
 /// What the model's put of `K` learns, and when its write lands.
@@ -178,19 +181,7 @@ fn pruned_by_a_stopped_rebuild(broken: Broken) -> bool {
             // The store first: a create whose write is in it has its copy in the filters.
             let stored = store.lock().unwrap().contains(&K);
             let after_stop = !stored || core.filter().contains(&K);
-            let claim = core
-                .claim()
-                .expect("the stopped rebuild released its claim");
-            let mut turn = core
-                .begin_rebuild::<()>(claim, RebuildReason::Requested)
-                .expect("a warm core builds its next filter");
-            while !turn.poll_gate::<()>().expect("room for the orphans") {
-                thread::yield_now();
-            }
-            let keys = store.lock().unwrap().clone();
-            turn.load_page::<_, ()>(&keys)
-                .expect("room for the scanned keys");
-            turn.finish();
+            rebuild_whole(&core, &store);
             (taken_after_record, after_stop)
         })
     };
