@@ -122,6 +122,9 @@
 mod error;
 mod filter;
 mod fingerprint;
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
+pub mod fleet;
 pub mod guard;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

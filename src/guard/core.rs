@@ -74,12 +74,15 @@ use crate::sync::{pin, AtomicU32, AtomicU64, Ordering, Published};
 use crate::{CuckooFilter, InsertError};
 
 mod filter_ref;
+pub(crate) mod fleet;
 mod gate;
 pub(crate) mod rebuild;
 mod seal;
 mod warm_up;
 
 pub use self::filter_ref::FilterRef;
+use self::fleet::FleetState;
+pub use self::fleet::{FleetError, Position, PositionError};
 use self::gate::Gate;
 use self::rebuild::RebuildLog;
 pub(super) use self::rebuild::{RebuildClaim, Triggered};
@@ -94,6 +97,18 @@ const READY: u32 = 1;
 pub(crate) struct Generation<H> {
     pub(crate) id: u64,
     pub(crate) filter: CuckooFilter<H>,
+    /// In a fleet: the log's top read after this generation's scan ended ([fleet.F5]).
+    pub(crate) scanned_at: Mutex<Option<Position>>,
+}
+
+impl<H> Generation<H> {
+    pub(crate) fn new(id: u64, filter: CuckooFilter<H>) -> Self {
+        Generation {
+            id,
+            filter,
+            scanned_at: Mutex::new(None),
+        }
+    }
 }
 
 /// The filters a guard call finds: the current one, and a rebuild's next one while pending.
@@ -140,6 +155,9 @@ pub enum Admission {
     Pass,
     /// Warming up: the filter is incomplete, ask the store.
     Warming,
+    /// The guard is a fleet member that cannot vouch for its filter now (its lease lapsed,
+    /// it is catching up or rebuilding, or the coordinator is unreachable): ask the store.
+    FailOpen,
 }
 
 impl Admission {
@@ -319,6 +337,9 @@ struct Shard {
     stale_copies: AtomicU64,
     missing_copies: AtomicU64,
     writes: AtomicU64,
+    fail_open: AtomicU64,
+    applied_creates: AtomicU64,
+    applied_deletes: AtomicU64,
 }
 
 /// The guard error for a filter insert that stored nothing: no room and contention are
@@ -342,6 +363,8 @@ pub(super) struct GuardCore<H> {
     rebuilds: RebuildLog,
     /// How a restored guard started ([`GuardStats::restart`]).
     restart: Mutex<Option<String>>,
+    /// In a fleet: whether lookups may answer "absent" ([fleet.F1]).
+    fleet: FleetState,
     /// The loom models' negative controls: one protocol step each, broken on purpose.
     #[cfg(cuckoo_loom)]
     broken: Broken,
@@ -420,6 +443,14 @@ pub(crate) struct Broken {
     /// and awaited only after the file write (its round trip overlapping the drain and the
     /// file).
     pub(crate) seal_async_overlaps_the_seal_write: bool,
+    /// [fleet.F1]: a lookup that missed does not check the lease deadline.
+    pub(crate) fleet_no_deadline: bool,
+    /// [fleet.F1]: a lookup that missed does not load the word a second time.
+    pub(crate) fleet_word_not_rechecked: bool,
+    /// [fleet.F4]: an announced create is applied to the current filter only, never the next.
+    pub(crate) fleet_apply_skips_next: bool,
+    /// [fleet.F5]: an announced delete removes a copy whenever it began.
+    pub(crate) fleet_delete_ignores_scan: bool,
 }
 
 impl<H> GuardCore<H> {
@@ -460,7 +491,7 @@ impl<H: BuildHasher> GuardCore<H> {
         let min_capacity = filter.built_for();
         GuardCore {
             filters: Published::new(Filters {
-                current: Arc::new(Generation { id: 0, filter }),
+                current: Arc::new(Generation::new(0, filter)),
                 next: None,
             }),
             gate: Gate::new(),
@@ -469,6 +500,7 @@ impl<H: BuildHasher> GuardCore<H> {
             orphans: Mutex::new(Vec::new()),
             rebuilds: RebuildLog::new(policy, min_capacity),
             restart: Mutex::new(None),
+            fleet: FleetState::new(),
             #[cfg(cuckoo_loom)]
             broken: Broken::default(),
             #[cfg(cuckoo_loom)]
@@ -503,12 +535,8 @@ impl<H: BuildHasher> GuardCore<H> {
         if !self.is_ready() {
             bump(&self.shard().warming);
             Admission::Warming
-        } else if self.filter_contains(key) {
-            bump(&self.shard().passed);
-            Admission::Pass
         } else {
-            bump(&self.shard().blocked);
-            Admission::Blocked
+            self.admit_warm(key)
         }
     }
 
@@ -827,6 +855,7 @@ impl<H: BuildHasher> GuardCore<H> {
         let blocked = sum(|s| &s.blocked);
         let passed = sum(|s| &s.passed);
         let warming = sum(|s| &s.warming);
+        let fail_open = sum(|s| &s.fail_open);
         let false_positives = sum(|s| &s.false_positives);
         let memo_hits = sum(|s| &s.memo_hits);
         // Memo hits are false positives of the filter too, answered without the store.
@@ -835,9 +864,12 @@ impl<H: BuildHasher> GuardCore<H> {
         let log = self.rebuilds.snapshot();
         let growth_steps = filter.growth_steps();
         GuardStats {
-            lookups: blocked + passed + warming,
+            lookups: blocked + passed + warming + fail_open,
             blocked,
-            passed: passed + warming,
+            passed: passed + warming + fail_open,
+            passed_failing_open: fail_open,
+            fleet_creates_applied: sum(|s| &s.applied_creates),
+            fleet_deletes_applied: sum(|s| &s.applied_deletes),
             passed_while_warming: warming,
             store_hits: sum(|s| &s.store_hits),
             false_positives,

@@ -152,7 +152,7 @@ pub use self::async_guard::AsyncCacheGuard;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use self::blocking::{Blocking, BlockingError};
-pub use self::core::{Admission, FilterRef};
+pub use self::core::{Admission, FilterRef, FleetError, Position, PositionError};
 pub use self::driver::RebuildDriver;
 pub use self::memo::MemoError;
 pub use self::memory::MemoryStore;
@@ -212,6 +212,10 @@ pub enum GuardError<E> {
     /// [`CacheGuard::seal`] was called on a guard whose store keeps no seal
     /// ([`Store::SEALS`]).
     SealUnsupported,
+    /// The guard's fleet refused the operation (feature `fleet`): a create the coordinator
+    /// could not announce, or whose acknowledgements did not arrive in time, was refused
+    /// before the store was touched; a rebuild that could not read the coordinator stopped.
+    Fleet(FleetError),
 }
 
 impl<E: fmt::Display> fmt::Display for GuardError<E> {
@@ -249,6 +253,7 @@ impl<E: fmt::Display> fmt::Display for GuardError<E> {
                     "the guard's store keeps no seal, so its snapshots cannot be sealed"
                 )
             }
+            GuardError::Fleet(e) => write!(f, "{e}"),
         }
     }
 }
@@ -260,6 +265,7 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
             GuardError::FilterFull(e) => Some(e),
             GuardError::RebuildFilter(e) => Some(e),
             GuardError::Snapshot(e) => Some(e),
+            GuardError::Fleet(e) => Some(e),
             GuardError::FilterContended
             | GuardError::SealUnsupported
             | GuardError::WarmUpRunning
@@ -299,6 +305,15 @@ pub struct GuardStats {
     pub passed: u64,
     /// Of `passed`, those sent to the store because the warm-up had not finished.
     pub passed_while_warming: u64,
+    /// Of `passed`, those sent to the store because the guard is a fleet member that could
+    /// not vouch for its filter ([`Admission::FailOpen`]): its lease lapsed, it was catching
+    /// up or rebuilding, or the coordinator was unreachable.
+    pub passed_failing_open: u64,
+    /// Creates other members of the guard's fleet announced, applied to its filters.
+    pub fleet_creates_applied: u64,
+    /// Deletes other members of the guard's fleet announced, applied (a copy removed, or
+    /// left stale when the guard could not be sure the copy was the key's).
+    pub fleet_deletes_applied: u64,
     /// Lookups the store answered with a value.
     pub store_hits: u64,
     /// Lookups the filter passed and the store then answered "no such key".

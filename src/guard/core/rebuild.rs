@@ -348,7 +348,7 @@ impl<H: BuildHasher> GuardCore<H> {
         };
         #[cfg(cuckoo_loom)]
         let undrained = undrained.filter(|_| !self.broken.leftover_ignored);
-        let next = Arc::new(Generation { id, filter });
+        let next = Arc::new(Generation::new(id, filter));
         self.filters.replace(
             Filters {
                 current: Arc::clone(&current),

@@ -1,0 +1,214 @@
+//! The coordinator a fleet shares: a log of announcements, the members' leases and their
+//! acknowledgements. [`RedisCoordinator`](super::RedisCoordinator) is the implementation
+//! (feature `redis`); the trait lets another engine follow.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::Position;
+
+/// One guard object's id, random per [`join`](super::Fleet::join): the origin of the entries
+/// its creates and deletes announce, so it skips its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InstanceId(pub u64);
+
+/// One registration of a member: each (re)registration gets a new id, so a writer that
+/// waits for a member it found at its announcement knows a later registration is another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberId(pub u64);
+
+/// What an announced entry asks every member to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Add a copy of the key (before the writer's store write).
+    Create,
+    /// Remove a copy of the key (after the writer's store delete confirmed it). `after` is
+    /// the position the writer's own member had applied before its store delete began.
+    Delete {
+        /// The writer's applied position before its store delete.
+        after: Position,
+    },
+}
+
+/// An entry of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Its position.
+    pub position: Position,
+    /// The instance that announced it.
+    pub origin: InstanceId,
+    /// What it asks.
+    pub op: Op,
+    /// The key, encoded by [`FleetKey`](super::FleetKey).
+    pub key: Vec<u8>,
+}
+
+/// What [`Coordinator::register`] returns, all read in the one atomic step that registered.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Registration {
+    /// The new member's id.
+    pub member: MemberId,
+    /// The log's top when the member was registered: a writer that announces later waits
+    /// for this member.
+    pub top: Position,
+    /// The keys of creates announced and not yet ended ([`Coordinator::create_ended`]), at
+    /// registration.
+    pub in_flight: Vec<Vec<u8>>,
+    /// Whether the `previous` member passed to `register` was still registered: if so, no
+    /// entry past its acknowledged position was trimmed.
+    pub previous_kept: bool,
+}
+
+/// What [`Coordinator::announce_create`] returns, all read in the one atomic step that
+/// appended the entry.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Announced {
+    /// The entry's position.
+    pub position: Position,
+    /// Every member registered when the entry was appended (the writer's own included).
+    pub members: Vec<MemberId>,
+    /// How long writers must hold creates because the coordinator's state is new (its data
+    /// was lost, or the fleet is starting): guards of an earlier state may still serve until
+    /// their deadlines pass. Zero otherwise.
+    pub hold: Duration,
+}
+
+/// A member as a waiting writer sees it ([`Coordinator::members`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemberState {
+    /// The member.
+    pub member: MemberId,
+    /// Still registered (not left, not expelled).
+    pub registered: bool,
+    /// Its lease key still exists (the coordinator has not expired it).
+    pub lease_live: bool,
+    /// How many times its lease was renewed: a writer decides a member is gone on its own
+    /// clock when this stops changing.
+    pub renewals: u64,
+    /// The position it acknowledged last.
+    pub acked: Position,
+}
+
+/// A batch of [`Coordinator::read`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Batch {
+    /// Entries after the position asked, in log order.
+    pub entries: Vec<Entry>,
+    /// Acknowledgements and renewals published after the cursor asked, in order: each a
+    /// member and what it acknowledged.
+    pub acks: Vec<(MemberId, Position)>,
+    /// The cursor of the acknowledgement feed after this batch.
+    pub acks_cursor: Position,
+}
+
+/// The shared state of a fleet. Every method is one round trip and, where it says so, one
+/// atomic step on the coordinator. Errors are transport or server errors: the member fails
+/// open and retries.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::fleet::Coordinator;
+///
+/// fn needs_a_coordinator<C: Coordinator>(_: &C) {}
+/// ```
+pub trait Coordinator: Send + Sync + 'static {
+    /// A transport or server error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Registers a new member of `instance` with a lease of `lease`, and in the same atomic
+    /// step reads the log's top and the in-flight creates; removes `previous` if given and
+    /// reports whether it was still registered.
+    fn register(
+        &self,
+        instance: InstanceId,
+        previous: Option<MemberId>,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Registration, Self::Error>> + Send;
+
+    /// Extends `member`'s lease to `lease` from now if it still exists (never recreates an
+    /// expired one) and counts the renewal. `Ok(false)`: the lease is gone.
+    fn renew(
+        &self,
+        member: MemberId,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// Removes `member` (its lease, its registration, its acknowledgement).
+    fn leave(&self, member: MemberId) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Removes `member` if its lease is gone (a writer found it not renewed for a lease's
+    /// length on its own clock). Returns whether it was removed.
+    fn expel(&self, member: MemberId) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// Appends a create of `key` and records it in flight, in one atomic step that also
+    /// reads the registered members.
+    fn announce_create(
+        &self,
+        origin: InstanceId,
+        key: &[u8],
+    ) -> impl Future<Output = Result<Announced, Self::Error>> + Send;
+
+    /// The create at `position` ended (its store write returned with a known outcome): it is
+    /// no longer in flight.
+    fn create_ended(
+        &self,
+        position: Position,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Appends a delete of `key`; `after` is the position the writer had applied before its
+    /// store delete began.
+    fn announce_delete(
+        &self,
+        origin: InstanceId,
+        key: &[u8],
+        after: Position,
+    ) -> impl Future<Output = Result<Position, Self::Error>> + Send;
+
+    /// Reads up to `max` entries after `after` and the acknowledgements published after
+    /// `acks_after`, waiting up to `wait` if there are none. Implementations use a
+    /// connection of their own for the wait, so other calls do not queue behind it.
+    fn read(
+        &self,
+        after: Position,
+        acks_after: Position,
+        max: usize,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Batch, Self::Error>> + Send;
+
+    /// Records that `member` applied every entry up to `position`, and publishes it to the
+    /// acknowledgement feed.
+    fn ack(
+        &self,
+        member: MemberId,
+        position: Position,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// The states of `members`, read in one atomic step.
+    fn members(
+        &self,
+        members: &[MemberId],
+    ) -> impl Future<Output = Result<Vec<MemberState>, Self::Error>> + Send;
+
+    /// The log's top (the last entry's position, or [`Position::ZERO`]).
+    fn top(&self) -> impl Future<Output = Result<Position, Self::Error>> + Send;
+
+    /// The keys of the creates in flight.
+    fn in_flight(&self) -> impl Future<Output = Result<Vec<Vec<u8>>, Self::Error>> + Send;
+
+    /// Whether entries after `after` may have been trimmed (the log's first entry is past
+    /// the one after `after`, or the log was replaced).
+    fn trimmed_after(
+        &self,
+        after: Position,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// Trims the log below the lowest position acknowledged by a registered member; returns
+    /// how many entries went.
+    fn trim(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+}
