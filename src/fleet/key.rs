@@ -14,7 +14,7 @@
 /// assert_eq!(String::decode(b"ada"), Some(String::from("ada")));
 /// assert_eq!(u32::decode(b"too long for a u32"), None);
 /// ```
-pub trait FleetKey: Sized {
+pub trait FleetKey: std::hash::Hash + Sized {
     /// Appends the key's bytes to `out`.
     fn encode(&self, out: &mut Vec<u8>);
     /// The key `bytes` encode, or `None` if they encode none of this type.

@@ -77,11 +77,13 @@
 
 mod coordinator;
 mod key;
+mod member;
 
 pub use self::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
 };
 pub use self::key::FleetKey;
+pub use self::member::{Announcement, Fleet, FleetStats};
 pub use crate::guard::{Position, PositionError};
 
 use std::time::Duration;
@@ -328,6 +330,37 @@ impl FleetConfig {
     pub fn trim_every(mut self, every: Duration) -> Self {
         self.trim_every = every;
         self
+    }
+
+    /// Checks that the settings are consistent.
+    pub(crate) fn check(&self) -> Result<(), crate::guard::FleetError> {
+        let fail = |why: &str| Err(crate::guard::FleetError::Config(why.to_owned()));
+        if !(0.0..0.5).contains(&self.clock_rate_error) {
+            return fail("the clock rate error must be at least 0 and below 0.5");
+        }
+        let usable = self.lease.as_secs_f64() * (1.0 - self.clock_rate_error);
+        if usable <= self.margin.as_secs_f64() {
+            return fail("the lease must be longer than the margin");
+        }
+        if self.renew_every().is_zero() || self.renew_every().as_secs_f64() * 2.0 > usable {
+            return fail("renewals must come at least twice per lease (after the margin)");
+        }
+        if self.name.is_empty() {
+            return fail("the fleet needs a name");
+        }
+        Ok(())
+    }
+
+    pub(crate) fn create_timeout_value(&self) -> Duration {
+        self.create_timeout
+    }
+
+    pub(crate) fn page_size_value(&self) -> usize {
+        self.page_size
+    }
+
+    pub(crate) fn trim_every_value(&self) -> Duration {
+        self.trim_every
     }
 
     /// A member's deadline after a renewal sent at `sent` (fleet clock, ms).

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::hash::BuildHasher;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 #[cfg(feature = "tokio")]
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use ahash::RandomState;
 
 use super::core::{seal_async, Admission, GuardCore, RebuildClaim, Step, Triggered, WarmUp};
 use super::driver::{Link, RebuildDriver, Rebuilds};
+use super::fleet_link::FleetLink;
 use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
 #[cfg(feature = "tokio")]
 use super::periodic::{self, PeriodicSeal, Turn};
@@ -62,6 +63,8 @@ struct Inner<St: AsyncStore, H> {
     spawn: fn(&Arc<Inner<St, H>>, Triggered),
     /// The requests to the guard's [`RebuildDriver`]s, if any.
     drivers: Link,
+    /// The guard's fleet, once it joined one ([`crate::fleet`]).
+    fleet: OnceLock<Arc<dyn FleetLink<St::Key>>>,
 }
 
 impl<St: AsyncStore, H> Clone for AsyncCacheGuard<St, H> {
@@ -125,6 +128,7 @@ where
                 warm_up,
                 spawn: spawn_rebuild::<St, H>,
                 drivers: Link::default(),
+                fleet: OnceLock::new(),
             }),
         }
     }
@@ -206,8 +210,14 @@ impl<St: AsyncStore + 'static> AsyncCacheGuard<St, RandomState> {
 }
 
 impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
-    fn core(&self) -> &GuardCore<H> {
+    pub(crate) fn core(&self) -> &GuardCore<H> {
         &self.inner.core
+    }
+
+    /// Installs the guard's fleet hooks; `false` if it is in a fleet already.
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+    pub(crate) fn set_fleet(&self, link: Arc<dyn FleetLink<St::Key>>) -> bool {
+        self.inner.fleet.set(link).is_ok()
     }
 
     /// As [`CacheGuard::policy`](super::CacheGuard::policy).
@@ -364,6 +374,19 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
             .core()
             .begin_put(key)?
             .write_ends_with_call(St::PUT_ENDS_WITH_FUTURE);
+        // [fleet.M2]: announced and acknowledged by every member before the store write. A
+        // future dropped while it waits drops the ticket: the key is kept as an orphan.
+        let fleet = self.inner.fleet.get();
+        let slot = match fleet {
+            Some(link) => match link.before_create(key).await {
+                Ok(slot) => Some(slot),
+                Err(error) => {
+                    self.core().cancel_put(ticket);
+                    return Err(GuardError::Fleet(error));
+                }
+            },
+            None => None,
+        };
         // Clears the key's memo entry before the store write.
         let memo = self.inner.memo.begin_write(key);
         // If this future is dropped while the store call runs, the ticket's drop keeps the
@@ -376,10 +399,17 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
             Ok(_) => true,
             Err(error) => !St::write_outcome_unknown(error),
         });
+        let known = match &result {
+            Ok(_) => true,
+            Err(error) => !St::write_outcome_unknown(error),
+        };
         let trigger = self
             .core()
             .end_put(ticket, &result, St::write_outcome_unknown);
         self.spawn_rebuild(trigger);
+        if let (Some(link), Some(slot)) = (fleet, slot) {
+            link.after_create(slot, key, known).await;
+        }
         result.map_err(GuardError::Store)
     }
 
@@ -398,12 +428,18 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// }
     /// ```
     pub async fn delete(&self, key: &St::Key) -> Result<bool, GuardError<St::Error>> {
+        // [fleet.M4]: the position applied before the store delete.
+        let fleet = self.inner.fleet.get();
+        let after = fleet.map(|link| link.delete_begins());
         let ticket = self.core().begin_delete();
         // If this future is dropped while the store call runs, nothing is removed from the
         // filter: at worst a stale copy (rule 2 and 4).
         let result = self.inner.store.delete(key).await;
         let trigger = self.core().end_delete(key, ticket, &result);
         self.spawn_rebuild(trigger);
+        if let (Some(link), Some(after), Ok(true)) = (fleet, after, &result) {
+            link.after_delete(key, after).await;
+        }
         result.map_err(GuardError::Store)
     }
 
@@ -442,6 +478,13 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
                 Step::Scan(cursor) => cursor,
                 Step::Done(done) => {
                     drop(turn);
+                    // [fleet.F5]: the log's top after the scan ended; without it, no
+                    // announced delete removes a copy from this filter.
+                    if let Some(link) = self.inner.fleet.get() {
+                        if let Ok(top) = link.top().await {
+                            self.core().set_scanned_at(top);
+                        }
+                    }
                     // A filter that grew while loading the store is rebuilt to fit it.
                     self.spawn_rebuild(self.core().after_write());
                     return Ok(done);
@@ -598,6 +641,21 @@ where
         while !turn.poll_gate()? {
             gate_pause().await;
         }
+        let fleet = self.fleet.get();
+        if let Some(link) = fleet {
+            // [fleet.F6]: the creates in flight, read after the gate.
+            let keys = match link.in_flight().await {
+                Ok(keys) => keys,
+                Err(error) => {
+                    turn.fail(&error);
+                    return Err(GuardError::Fleet(error));
+                }
+            };
+            if let Err(error) = turn.insert_keys(&keys) {
+                turn.fail(&error);
+                return Err(error);
+            }
+        }
         let page_size = self.core.policy().page_size_value();
         let mut cursor = None;
         loop {
@@ -614,9 +672,20 @@ where
             }
             match page.next {
                 Some(next) => cursor = Some(next),
-                None => return Ok(turn.finish()),
+                None => break,
             }
         }
+        if let Some(link) = fleet {
+            // [fleet.F6] [fleet.F5]: the log's top after the scan, before the publication.
+            match link.top().await {
+                Ok(top) => turn.note_scanned_at(top),
+                Err(error) => {
+                    turn.fail(&error);
+                    return Err(GuardError::Fleet(error));
+                }
+            }
+        }
+        Ok(turn.finish())
     }
 }
 

@@ -354,7 +354,7 @@ fn insert_failure<E>(error: InsertError) -> GuardError<E> {
 /// The filters, the warm-up state, the gate, the rebuild's bookkeeping and the counters of a
 /// guard.
 #[derive(Debug)]
-pub(super) struct GuardCore<H> {
+pub(crate) struct GuardCore<H> {
     filters: Published<Filters<H>>,
     gate: Gate,
     state: AtomicU32,
@@ -512,7 +512,7 @@ impl<H: BuildHasher> GuardCore<H> {
         self.rebuilds.policy()
     }
 
-    pub(super) fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         // ORDERING: Acquire; pairs with the Release in `finish_warm_up`, so a lookup that sees
         // "ready" also sees every key the warm-up inserted.
         self.state.load(Ordering::Acquire) == READY
@@ -694,6 +694,13 @@ impl<H: BuildHasher> GuardCore<H> {
         ticket.ended = true;
         drop(ticket);
         self.after_write()
+    }
+
+    /// Create step 2 for a create refused before its store write (its fleet refused it):
+    /// removes its copies, counts nothing.
+    pub(super) fn cancel_put(&self, mut ticket: PutTicket<'_, H>) {
+        self.remove_own_copies(&ticket);
+        ticket.ended = true;
     }
 
     /// Removes the copies a create inserted, from those of its generations still published.

@@ -138,6 +138,7 @@ mod async_guard;
 mod blocking;
 pub(crate) mod core;
 mod driver;
+pub(crate) mod fleet_link;
 mod memo;
 mod memory;
 mod periodic;

@@ -51,6 +51,9 @@
 //! removes a key whose copy this generation holds ([fleet.F5]); a delete that began before
 //! may concern a key the scan never saw, and removing "its" copy could take another key's.
 
+// Without the `fleet` feature only lookups use this module (a guard alone never joins).
+#![cfg_attr(not(feature = "fleet"), allow(dead_code))]
+
 use super::{Admission, Generation, GuardCore};
 use crate::sharded::bump;
 use crate::sync::{pin, AtomicU64, Ordering};
@@ -298,6 +301,12 @@ impl<H> GuardCore<H> {
     pub(crate) fn fleet_set_deadline(&self, deadline: u64) {
         // ORDERING: SeqCst; [fleet.F1]: read by lookups after their filter read.
         self.fleet.deadline.store(deadline, Ordering::SeqCst);
+    }
+
+    /// The lease deadline.
+    pub(crate) fn fleet_deadline(&self) -> u64 {
+        // ORDERING: SeqCst; a status read.
+        self.fleet.deadline.load(Ordering::SeqCst)
     }
 
     /// The fleet clock.

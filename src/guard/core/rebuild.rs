@@ -510,6 +510,23 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
         Ok(())
     }
 
+    /// [fleet.F6] Adds keys that are not a scanned page (a fleet's creates in flight).
+    pub(crate) fn insert_keys<'k, K: Hash + 'k, E>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k K>,
+    ) -> Result<(), GuardError<E>> {
+        debug_assert_eq!(self.stage, Stage::Scanning, "keys inserted before the gate");
+        for key in keys {
+            self.insert(|filter| filter.insert(key))?;
+        }
+        Ok(())
+    }
+
+    /// [fleet.F5] Notes on the next filter the log's top read after its scan ended.
+    pub(crate) fn note_scanned_at(&self, top: crate::guard::Position) {
+        self.next.note_scanned_at(top);
+    }
+
     /// Notes why the rebuild stops (kept in the stats).
     pub(crate) fn fail(&mut self, error: &dyn std::fmt::Display) {
         self.error = Some(error.to_string());

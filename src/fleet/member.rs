@@ -1,0 +1,964 @@
+//! [`Fleet`]: one guard's membership, its tasks, and the hooks its writes call.
+//!
+//! Two tasks per member, on the tokio runtime [`Fleet::join`] runs in:
+//! - the **applier** reads the log and the acknowledgement feed on the coordinator's
+//!   blocking connection, applies other members' entries ([fleet.F4], [fleet.F5]),
+//!   acknowledges what it applied ([fleet.M3]) and wakes the creates waiting for peers;
+//! - the **keeper** renews the lease ([fleet.M1]), rejoins when it is gone ([fleet.M5]), runs
+//!   the rebuilds a rejoin or a failed apply needs, trims the log ([fleet.M6]) and announces
+//!   creates written while the coordinator was down ([`CreatePolicy::Proceed`]).
+//!
+//! A member serves ([fleet.F3]) when the guard is warm, its registration is caught up (its
+//! applied position at or past the top noted at registration), every rebuild it asked for
+//! since has finished, and its deadline is ahead. The member's state is behind one mutex;
+//! leaving and entering service happen under it, so no check races a rejoin.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::key::encoded;
+use super::{Coordinator, CreatePolicy, FleetConfig, FleetKey, InstanceId, MemberId, Op};
+use crate::guard::fleet_link::{BoxFuture, CreateSlot, FleetLink};
+use crate::guard::{AsyncCacheGuard, AsyncStore, FleetError, GuardError, Position};
+use crate::sync::{AtomicU64, Ordering};
+
+/// Entries read per call.
+const BATCH: usize = 512;
+/// How long one read waits for entries or acknowledgements.
+const READ_WAIT: Duration = Duration::from_secs(1);
+/// The longest pause between retries after a coordinator error.
+const MAX_RETRY: Duration = Duration::from_secs(1);
+
+/// A member's counters ([`Fleet::stats`]).
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::fleet::FleetStats;
+///
+/// let stats = FleetStats::default();
+/// assert_eq!(stats.creates_announced, 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetStats {
+    /// Whether the member answers "absent" now (its deadline aside).
+    pub serving: bool,
+    /// The position it applied last.
+    pub applied: Position,
+    /// Creates this member announced.
+    pub creates_announced: u64,
+    /// Creates refused: the coordinator was down ([`CreatePolicy::Refuse`]) or the
+    /// acknowledgements did not arrive in time.
+    pub creates_refused: u64,
+    /// Creates written without an announcement ([`CreatePolicy::Proceed`]), announced later.
+    pub creates_unannounced: u64,
+    /// Total time creates waited for acknowledgements, in microseconds.
+    pub barrier_wait_micros: u64,
+    /// Deletes this member announced.
+    pub deletes_announced: u64,
+    /// Entries of other members applied.
+    pub entries_applied: u64,
+    /// Members a create of this member stopped waiting for because they were gone.
+    pub members_expelled: u64,
+    /// Registrations after the first.
+    pub rejoins: u64,
+    /// Rebuilds this member asked for (a rejoin that could not catch up, a failed apply).
+    pub rebuilds_asked: u64,
+    /// Coordinator calls that failed.
+    pub coordinator_errors: u64,
+    /// Coordinator calls made (none on a lookup).
+    pub coordinator_calls: u64,
+    /// Entries trimmed from the log by this member.
+    pub trimmed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    creates_announced: AtomicU64,
+    creates_refused: AtomicU64,
+    creates_unannounced: AtomicU64,
+    barrier_wait_micros: AtomicU64,
+    deletes_announced: AtomicU64,
+    entries_applied: AtomicU64,
+    members_expelled: AtomicU64,
+    rejoins: AtomicU64,
+    rebuilds_asked: AtomicU64,
+    coordinator_errors: AtomicU64,
+    coordinator_calls: AtomicU64,
+    trimmed: AtomicU64,
+}
+
+fn add(counter: &AtomicU64, n: u64) {
+    // ORDERING: Relaxed; a statistic.
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+fn read(counter: &AtomicU64) -> u64 {
+    // ORDERING: Relaxed; a statistic.
+    counter.load(Ordering::Relaxed)
+}
+
+/// The member's state, behind one lock.
+#[derive(Debug)]
+struct State {
+    member: Option<MemberId>,
+    /// The last position applied.
+    applied: Position,
+    /// The position the member must have applied before it serves.
+    target: Position,
+    /// The last position acknowledged.
+    acked: Position,
+    /// Bumped at each registration: a batch read before it is not applied past it.
+    epoch: u64,
+    /// A rejoin is due (the lease is gone, or the log could not be read).
+    rejoin: bool,
+    /// Rebuilds asked for, and the count of those a finished rebuild covers.
+    rebuilds_wanted: u64,
+    rebuilds_done: u64,
+    rebuild_running: bool,
+    /// Creates written while the coordinator was down, to announce.
+    unannounced: Vec<Vec<u8>>,
+    /// Whether the current outage was reported.
+    down_reported: bool,
+}
+
+/// What a member shares between its tasks and its guard's hooks.
+struct Shared<C, K> {
+    coordinator: C,
+    config: FleetConfig,
+    instance: InstanceId,
+    state: Mutex<State>,
+    /// The positions other members acknowledged, as the feed and the writers' polls saw.
+    acks: Mutex<HashMap<MemberId, Position>>,
+    acked: Notify,
+    /// Wakes the keeper early (a rejoin is due).
+    wake: Notify,
+    counters: Counters,
+    /// The fleet clock, and whether the guard serves (type-erased over its store and
+    /// hasher).
+    clock: Box<dyn Fn() -> (u64, bool) + Send + Sync>,
+    _key: PhantomData<fn(K) -> K>,
+}
+
+impl<C, K> Shared<C, K> {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn acks(&self) -> MutexGuard<'_, HashMap<MemberId, Position>> {
+        self.acks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn note_ack(&self, member: MemberId, position: Position) {
+        let mut acks = self.acks();
+        let entry = acks.entry(member).or_default();
+        if position > *entry {
+            *entry = position;
+        }
+    }
+
+    /// Counts a coordinator error and reports the first of an outage on standard error.
+    fn coordinator_failed(&self, what: &str, error: &dyn std::error::Error) {
+        add(&self.counters.coordinator_errors, 1);
+        let mut state = self.state();
+        if !state.down_reported {
+            state.down_reported = true;
+            eprintln!(
+                "cuckoo-guard: fleet {:?}: the coordinator failed ({what}: {error}); lookups pass \
+                 to the store until it is back",
+                self.config.name()
+            );
+        }
+    }
+}
+
+impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
+    fn call(&self) {
+        add(&self.counters.coordinator_calls, 1);
+    }
+
+    /// [fleet.M2]: announce, then wait for every registered member but this one.
+    async fn barrier(&self, key: &K) -> Result<CreateSlot, FleetError> {
+        let bytes = encoded(key);
+        let started = tokio::time::Instant::now();
+        self.call();
+        let announced = match self
+            .coordinator
+            .announce_create(self.instance, &bytes)
+            .await
+        {
+            Ok(announced) => announced,
+            Err(error) => {
+                self.coordinator_failed("announcing a create", &error);
+                if self.config.create_policy() == CreatePolicy::Proceed {
+                    add(&self.counters.creates_unannounced, 1);
+                    self.state().unannounced.push(bytes);
+                    return Ok(CreateSlot { position: None });
+                }
+                add(&self.counters.creates_refused, 1);
+                return Err(FleetError::Coordinator(Box::new(error)));
+            }
+        };
+        add(&self.counters.creates_announced, 1);
+        let position = announced.position;
+        if !announced.hold.is_zero() {
+            tokio::time::sleep(announced.hold).await;
+        }
+        let own = self.state().member;
+        let mut pending: Vec<MemberId> = announced
+            .members
+            .into_iter()
+            .filter(|member| Some(*member) != own)
+            .collect();
+        // Each pending member's renewal count and when this writer first saw it (fleet ms).
+        let mut seen: HashMap<MemberId, (u64, u64)> = HashMap::new();
+        let poll = (self.config.renew_every() / 2).max(Duration::from_millis(10));
+        let mut next_poll = started + poll;
+        loop {
+            let notified = self.acked.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let acks = self.acks();
+                pending.retain(|member| acks.get(member).map_or(true, |acked| *acked < position));
+            }
+            if pending.is_empty() {
+                break;
+            }
+            if started.elapsed() > self.config.create_timeout_value() {
+                add(&self.counters.creates_refused, 1);
+                self.call();
+                let _ = self.coordinator.create_ended(position).await;
+                return Err(FleetError::Timeout {
+                    waited: started.elapsed(),
+                    pending: pending.len(),
+                });
+            }
+            if tokio::time::timeout_at(next_poll, notified).await.is_ok() {
+                continue;
+            }
+            next_poll = tokio::time::Instant::now() + poll;
+            self.call();
+            let states = match self.coordinator.members(&pending).await {
+                Ok(states) => states,
+                Err(error) => {
+                    self.coordinator_failed("reading members", &error);
+                    continue;
+                }
+            };
+            let (now, _) = (self.clock)();
+            for state in states {
+                if !state.registered || state.acked >= position {
+                    self.note_ack(state.member, state.acked);
+                    pending.retain(|member| *member != state.member);
+                    continue;
+                }
+                let first = seen.entry(state.member).or_insert((state.renewals, now));
+                if first.0 != state.renewals {
+                    *first = (state.renewals, now);
+                } else if !state.lease_live
+                    && now.saturating_sub(first.1) >= self.config.gone_after()
+                {
+                    // Gone: no lease, and not renewed for a lease's length on this clock.
+                    self.call();
+                    if let Ok(true) = self.coordinator.expel(state.member).await {
+                        add(&self.counters.members_expelled, 1);
+                    }
+                    pending.retain(|member| *member != state.member);
+                }
+            }
+        }
+        add(
+            &self.counters.barrier_wait_micros,
+            started.elapsed().as_micros() as u64,
+        );
+        Ok(CreateSlot {
+            position: Some(position),
+        })
+    }
+}
+
+impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Shared<C, K> {
+    fn before_create<'a>(&'a self, key: &'a K) -> BoxFuture<'a, Result<CreateSlot, FleetError>> {
+        Box::pin(self.barrier(key))
+    }
+
+    fn after_create<'a>(&'a self, slot: CreateSlot, _key: &'a K, known: bool) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let (Some(position), true) = (slot.position, known) {
+                self.call();
+                if let Err(error) = self.coordinator.create_ended(position).await {
+                    // The entry stays listed in flight: every later rebuild and joiner inserts
+                    // its key (a false positive at worst).
+                    self.coordinator_failed("ending a create", &error);
+                }
+            }
+        })
+    }
+
+    fn delete_begins(&self) -> Position {
+        self.state().applied
+    }
+
+    fn after_delete<'a>(&'a self, key: &'a K, after: Position) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.call();
+            match self
+                .coordinator
+                .announce_delete(self.instance, &encoded(key), after)
+                .await
+            {
+                Ok(_) => add(&self.counters.deletes_announced, 1),
+                // Other members keep a stale copy: a false positive.
+                Err(error) => self.coordinator_failed("announcing a delete", &error),
+            }
+        })
+    }
+
+    fn in_flight(&self) -> BoxFuture<'_, Result<Vec<K>, FleetError>> {
+        Box::pin(async move {
+            self.call();
+            let keys = self
+                .coordinator
+                .in_flight()
+                .await
+                .map_err(|error| FleetError::Coordinator(Box::new(error)))?;
+            keys.iter()
+                .map(|bytes| K::decode(bytes).ok_or_else(undecodable))
+                .collect()
+        })
+    }
+
+    fn top(&self) -> BoxFuture<'_, Result<Position, FleetError>> {
+        Box::pin(async move {
+            self.call();
+            self.coordinator
+                .top()
+                .await
+                .map_err(|error| FleetError::Coordinator(Box::new(error)))
+        })
+    }
+}
+
+fn undecodable() -> FleetError {
+    FleetError::Config(String::from(
+        "a key in the fleet's log does not decode as this guard's key type: every member \
+         of a fleet must use the same key type",
+    ))
+}
+
+/// One guard's membership of a fleet. Dropping it stops the member's tasks; the guard then
+/// fails open (its deadline passes) until it joins again. [`leave`](Self::leave) also
+/// removes the registration, so writers stop waiting for it at once.
+///
+/// # Examples
+///
+/// ```no_run
+/// use cuckoo_guard::fleet::{Fleet, FleetConfig, RedisCoordinator};
+/// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), MemoryStore::<u64, String>::new());
+/// let coordinator = RedisCoordinator::builder("redis://127.0.0.1:6379", "users").connect().await?;
+/// // Joins, then warms up: lookups fail open until the member is caught up.
+/// let fleet = Fleet::join(&guard, coordinator, FleetConfig::new("users")).await?;
+/// guard.put(&1, &String::from("ada")).await?; // announced before the store write
+/// println!("{:?}", fleet.stats());
+/// fleet.leave().await;
+/// # Ok(()) }
+/// ```
+pub struct Fleet<C: Coordinator, K> {
+    shared: Arc<Shared<C, K>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl<C: Coordinator, K> fmt::Debug for Fleet<C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fleet")
+            .field("name", &self.shared.config.name())
+            .field("instance", &self.shared.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Coordinator, K> Drop for Fleet<C, K> {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
+    /// Makes `guard` a member of the fleet `config` names: registers it with `coordinator`,
+    /// starts its tasks on the current tokio runtime, and brings its filter up to date:
+    /// the warm-up if the guard is warming (call `join` instead of `warm_up`), a rebuild
+    /// otherwise. Returns once the warm-up finished; a rebuild runs in the background. The
+    /// guard passes lookups to the store until it is caught up ([fleet.M5]).
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Fleet`] for inconsistent settings, a guard already in a fleet, or a
+    /// coordinator that cannot be reached; the warm-up's errors.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fleet`].
+    pub async fn join<St, H>(
+        guard: &AsyncCacheGuard<St, H>,
+        coordinator: C,
+        config: FleetConfig,
+    ) -> Result<Self, GuardError<St::Error>>
+    where
+        St: AsyncStore<Key = K> + 'static,
+        H: BuildHasher + Clone + Send + Sync + 'static,
+    {
+        config.check().map_err(GuardError::Fleet)?;
+        let instance = InstanceId(random_u64());
+        let clock_guard = guard.clone();
+        let shared = Arc::new(Shared {
+            coordinator,
+            config,
+            instance,
+            state: Mutex::new(State {
+                member: None,
+                applied: Position::ZERO,
+                target: Position::ZERO,
+                acked: Position::ZERO,
+                epoch: 0,
+                rejoin: false,
+                rebuilds_wanted: 0,
+                rebuilds_done: 0,
+                rebuild_running: false,
+                unannounced: Vec::new(),
+                down_reported: false,
+            }),
+            acks: Mutex::new(HashMap::new()),
+            acked: Notify::new(),
+            wake: Notify::new(),
+            counters: Counters::default(),
+            clock: Box::new(move || {
+                let core = clock_guard.core();
+                (core.fleet_now(), core.fleet_serving())
+            }),
+            _key: PhantomData,
+        });
+        guard.core().fleet_join();
+        // From here on, the guard's creates are announced.
+        if !guard.set_fleet(Arc::clone(&shared) as Arc<dyn FleetLink<K>>) {
+            return Err(GuardError::Fleet(FleetError::Config(String::from(
+                "the guard is in a fleet already",
+            ))));
+        }
+        let sent = guard.core().fleet_now();
+        shared.call();
+        let registration = shared
+            .coordinator
+            .register(instance, None, shared.config.lease_length())
+            .await
+            .map_err(|error| GuardError::Fleet(FleetError::Coordinator(Box::new(error))))?;
+        guard
+            .core()
+            .fleet_set_deadline(shared.config.deadline_after(sent));
+        let warming = guard.is_warming();
+        {
+            let mut state = shared.state();
+            state.member = Some(registration.member);
+            state.applied = registration.top;
+            state.target = registration.top;
+            state.acked = registration.top;
+            if !warming {
+                // A warm guard's filter was filled before the registration.
+                state.rebuilds_wanted += 1;
+            }
+        }
+        // [fleet.M5]: the creates in flight at registration, before the scan.
+        for bytes in &registration.in_flight {
+            let key = K::decode(bytes).ok_or_else(|| GuardError::Fleet(undecodable()))?;
+            if guard.core().apply_create(&key).is_err() {
+                shared.state().rebuilds_wanted += 1;
+            }
+        }
+        let fleet = Fleet {
+            tasks: vec![
+                tokio::spawn(applier(guard.clone(), Arc::clone(&shared))),
+                tokio::spawn(keeper(guard.clone(), Arc::clone(&shared))),
+            ],
+            shared,
+        };
+        if warming {
+            let page_size = fleet.shared.config.page_size_value();
+            guard.warm_up(page_size, |_| {}).await?;
+        }
+        Ok(fleet)
+    }
+
+    /// The member's counters.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fleet`].
+    pub fn stats(&self) -> FleetStats {
+        let counters = &self.shared.counters;
+        let (_, serving) = (self.shared.clock)();
+        let state = self.shared.state();
+        FleetStats {
+            serving,
+            applied: state.applied,
+            creates_announced: read(&counters.creates_announced),
+            creates_refused: read(&counters.creates_refused),
+            creates_unannounced: read(&counters.creates_unannounced),
+            barrier_wait_micros: read(&counters.barrier_wait_micros),
+            deletes_announced: read(&counters.deletes_announced),
+            entries_applied: read(&counters.entries_applied),
+            members_expelled: read(&counters.members_expelled),
+            rejoins: read(&counters.rejoins),
+            rebuilds_asked: read(&counters.rebuilds_asked),
+            coordinator_errors: read(&counters.coordinator_errors),
+            coordinator_calls: read(&counters.coordinator_calls),
+            trimmed: read(&counters.trimmed),
+        }
+    }
+
+    /// The member's current registration, if any.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fleet`].
+    pub fn member(&self) -> Option<MemberId> {
+        self.shared.state().member
+    }
+
+    /// Announces a create of `key` made **outside** the fleet (a batch job, a migration):
+    /// call it before the store write and write only if it returns `Ok`; then call
+    /// [`Announcement::ended`] once the write's outcome is known.
+    ///
+    /// # Errors
+    ///
+    /// As a guard's create: the coordinator cannot be reached, or the members did not
+    /// acknowledge in time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use cuckoo_guard::fleet::{Fleet, RedisCoordinator};
+    /// # async fn f(fleet: &Fleet<RedisCoordinator, u64>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let announcement = fleet.announce_created(&42).await?;
+    /// // ... INSERT the row with id 42 ...
+    /// announcement.ended().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn announce_created(&self, key: &K) -> Result<Announcement<C, K>, FleetError> {
+        let slot = self.shared.barrier(key).await?;
+        Ok(Announcement {
+            shared: Arc::clone(&self.shared),
+            position: slot.position,
+        })
+    }
+
+    /// Leaves the fleet: stops the tasks and removes the registration, so writers stop
+    /// waiting for this member. The guard fails open from then on.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fleet`].
+    pub async fn leave(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        let member = self.shared.state().member.take();
+        if let Some(member) = member {
+            self.shared.call();
+            let _ = self.shared.coordinator.leave(member).await;
+        }
+    }
+}
+
+/// A create announced by [`Fleet::announce_created`].
+pub struct Announcement<C: Coordinator, K> {
+    shared: Arc<Shared<C, K>>,
+    position: Option<Position>,
+}
+
+impl<C: Coordinator, K> fmt::Debug for Announcement<C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Announcement")
+            .field("position", &self.position)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Announcement<C, K> {
+    /// The store write's outcome is known: the create is no longer in flight. Not calling it
+    /// leaves the key listed in flight (every rebuild and joiner then inserts it).
+    ///
+    /// # Examples
+    ///
+    /// See [`Fleet::announce_created`].
+    pub async fn ended(self) {
+        if let Some(position) = self.position {
+            self.shared.call();
+            if let Err(error) = self.shared.coordinator.create_ended(position).await {
+                self.shared.coordinator_failed("ending a create", &error);
+            }
+        }
+    }
+}
+
+/// Enters service if every condition of [fleet.F3] holds.
+fn maybe_serve<St, H, C, K>(guard: &AsyncCacheGuard<St, H>, shared: &Shared<C, K>)
+where
+    St: AsyncStore,
+    H: BuildHasher + Sync,
+{
+    let core = guard.core();
+    let state = shared.state();
+    let ready = core.is_ready()
+        && state.member.is_some()
+        && !state.rejoin
+        && state.applied >= state.target
+        && state.rebuilds_done >= state.rebuilds_wanted
+        && core.fleet_now() < core.fleet_deadline();
+    if ready && !core.fleet_serving() {
+        core.fleet_start_serving();
+    }
+}
+
+/// Leaves service and asks the keeper for a rejoin ([fleet.F2]).
+fn stop_and_rejoin<St, H, C, K>(guard: &AsyncCacheGuard<St, H>, shared: &Shared<C, K>)
+where
+    St: AsyncStore,
+    H: BuildHasher + Sync,
+{
+    let mut state = shared.state();
+    state.rejoin = true;
+    guard.core().fleet_stop_serving();
+    drop(state);
+    shared.wake.notify_one();
+}
+
+/// Leaves service until a rebuild asked for now has finished.
+fn stop_and_rebuild<St, H, C, K>(guard: &AsyncCacheGuard<St, H>, shared: &Shared<C, K>)
+where
+    St: AsyncStore,
+    H: BuildHasher + Sync,
+{
+    let mut state = shared.state();
+    state.rebuilds_wanted += 1;
+    add(&shared.counters.rebuilds_asked, 1);
+    guard.core().fleet_stop_serving();
+    drop(state);
+    shared.wake.notify_one();
+}
+
+/// The applier task.
+async fn applier<St, H, C, K>(guard: AsyncCacheGuard<St, H>, shared: Arc<Shared<C, K>>)
+where
+    St: AsyncStore<Key = K> + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    let mut acks_cursor = Position::ZERO;
+    let mut retry = Duration::from_millis(10);
+    loop {
+        let (from, epoch) = {
+            let state = shared.state();
+            (state.applied, state.epoch)
+        };
+        shared.call();
+        let batch = match shared
+            .coordinator
+            .read(from, acks_cursor, BATCH, READ_WAIT)
+            .await
+        {
+            Ok(batch) => batch,
+            Err(error) => {
+                shared.coordinator_failed("reading the log", &error);
+                stop_and_rejoin(&guard, &shared);
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(MAX_RETRY);
+                continue;
+            }
+        };
+        retry = Duration::from_millis(10);
+        acks_cursor = batch.acks_cursor;
+        if !batch.acks.is_empty() {
+            for (member, position) in &batch.acks {
+                shared.note_ack(*member, *position);
+            }
+            shared.acked.notify_waiters();
+        }
+        let mut failed = false;
+        for entry in &batch.entries {
+            // One entry at a time under the state lock: a registration that changes the
+            // epoch stops the batch, and no entry is applied twice (a delete applied twice
+            // could take another key's copy).
+            let mut state = shared.state();
+            if state.epoch != epoch {
+                break;
+            }
+            if entry.origin != shared.instance {
+                match K::decode(&entry.key) {
+                    Some(key) => match entry.op {
+                        Op::Create => {
+                            if guard.core().apply_create(&key).is_err() {
+                                failed = true;
+                            }
+                        }
+                        Op::Delete { after } => {
+                            guard.core().apply_delete(&key, after);
+                        }
+                    },
+                    None => failed = true,
+                }
+                add(&shared.counters.entries_applied, 1);
+            }
+            state.applied = state.applied.max(entry.position);
+        }
+        if failed {
+            // [fleet.F2] before the acknowledgement: a key this filter could not take.
+            stop_and_rebuild(&guard, &shared);
+        }
+        let to_ack = {
+            let state = shared.state();
+            match state.member {
+                Some(member) if state.applied > state.acked => Some((member, state.applied)),
+                _ => None,
+            }
+        };
+        if let Some((member, position)) = to_ack {
+            // [fleet.M3]: everything up to `position` is applied.
+            shared.call();
+            match shared.coordinator.ack(member, position).await {
+                Ok(()) => {
+                    let mut state = shared.state();
+                    if state.member == Some(member) {
+                        state.acked = state.acked.max(position);
+                    }
+                }
+                Err(error) => shared.coordinator_failed("acknowledging", &error),
+            }
+        }
+        maybe_serve(&guard, &shared);
+    }
+}
+
+/// The keeper task.
+async fn keeper<St, H, C, K>(guard: AsyncCacheGuard<St, H>, shared: Arc<Shared<C, K>>)
+where
+    St: AsyncStore<Key = K> + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    let lease = shared.config.lease_length();
+    let mut last_trim = tokio::time::Instant::now();
+    loop {
+        let rejoin = shared.state().rejoin;
+        if rejoin {
+            rejoin_once(&guard, &shared).await;
+        } else {
+            renew_once(&guard, &shared, lease).await;
+        }
+        start_rebuild_if_wanted(&guard, &shared);
+        announce_unannounced(&shared).await;
+        if last_trim.elapsed() >= shared.config.trim_every_value() {
+            last_trim = tokio::time::Instant::now();
+            shared.call();
+            match shared.coordinator.trim().await {
+                Ok(n) => add(&shared.counters.trimmed, n),
+                Err(error) => shared.coordinator_failed("trimming the log", &error),
+            }
+        }
+        maybe_serve(&guard, &shared);
+        let pause = if shared.state().rejoin {
+            Duration::from_millis(100)
+        } else {
+            shared.config.renew_every()
+        };
+        let _ = tokio::time::timeout(pause, shared.wake.notified()).await;
+    }
+}
+
+/// [fleet.M1]: one renewal; a lease found gone starts a rejoin.
+async fn renew_once<St, H, C, K>(
+    guard: &AsyncCacheGuard<St, H>,
+    shared: &Arc<Shared<C, K>>,
+    lease: Duration,
+) where
+    St: AsyncStore,
+    H: BuildHasher + Sync,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    let Some(member) = shared.state().member else {
+        return;
+    };
+    let sent = guard.core().fleet_now();
+    shared.call();
+    match shared.coordinator.renew(member, lease).await {
+        Ok(true) => {
+            let mut state = shared.state();
+            if state.member == Some(member) {
+                guard
+                    .core()
+                    .fleet_set_deadline(shared.config.deadline_after(sent));
+                state.down_reported = false;
+            }
+        }
+        Ok(false) => stop_and_rejoin(guard, shared),
+        // The deadline passes by itself if this goes on.
+        Err(error) => shared.coordinator_failed("renewing the lease", &error),
+    }
+}
+
+/// [fleet.M5]: registers anew; catches up from the log if nothing was trimmed past the
+/// member's position and the log did not go backwards, else asks for a rebuild.
+async fn rejoin_once<St, H, C, K>(guard: &AsyncCacheGuard<St, H>, shared: &Arc<Shared<C, K>>)
+where
+    St: AsyncStore,
+    H: BuildHasher + Sync,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    let previous = shared.state().member;
+    let sent = guard.core().fleet_now();
+    shared.call();
+    let registration = match shared
+        .coordinator
+        .register(shared.instance, previous, shared.config.lease_length())
+        .await
+    {
+        Ok(registration) => registration,
+        Err(error) => {
+            shared.coordinator_failed("registering", &error);
+            return;
+        }
+    };
+    add(&shared.counters.rejoins, 1);
+    let applied = shared.state().applied;
+    shared.call();
+    let trimmed = shared
+        .coordinator
+        .trimmed_after(applied)
+        .await
+        .unwrap_or(true);
+    let catch_up = registration.previous_kept && registration.top >= applied && !trimmed;
+    guard
+        .core()
+        .fleet_set_deadline(shared.config.deadline_after(sent));
+    let mut state = shared.state();
+    // Still not serving: [fleet.F2] happened when the rejoin was asked for.
+    state.member = Some(registration.member);
+    state.rejoin = false;
+    state.epoch += 1;
+    state.down_reported = false;
+    state.target = registration.top;
+    if catch_up {
+        state.acked = state.acked.min(state.applied);
+    } else {
+        state.applied = registration.top;
+        state.acked = registration.top;
+        state.rebuilds_wanted += 1;
+        add(&shared.counters.rebuilds_asked, 1);
+    }
+}
+
+/// Starts a rebuild task if one was asked for and none runs.
+fn start_rebuild_if_wanted<St, H, C, K>(guard: &AsyncCacheGuard<St, H>, shared: &Arc<Shared<C, K>>)
+where
+    St: AsyncStore<Key = K> + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    if guard.is_warming() {
+        return;
+    }
+    let wanted = {
+        let mut state = shared.state();
+        if state.rebuild_running || state.rebuilds_done >= state.rebuilds_wanted {
+            return;
+        }
+        state.rebuild_running = true;
+        state.rebuilds_wanted
+    };
+    let (guard, shared) = (guard.clone(), Arc::clone(shared));
+    tokio::spawn(async move {
+        // A rebuild already running may have published its next filter before the request:
+        // this one starts after it.
+        let result = loop {
+            match guard.rebuild().await {
+                Err(GuardError::RebuildRunning) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => break other,
+            }
+        };
+        let mut state = shared.state();
+        state.rebuild_running = false;
+        match result {
+            Ok(_) => state.rebuilds_done = state.rebuilds_done.max(wanted),
+            Err(error) => {
+                drop(state);
+                eprintln!(
+                    "cuckoo-guard: fleet {:?}: a rebuild failed ({error}); retrying",
+                    shared.config.name()
+                );
+            }
+        }
+        shared.wake.notify_one();
+    });
+}
+
+/// [`CreatePolicy::Proceed`]: announces what was written while the coordinator was down.
+async fn announce_unannounced<C: Coordinator, K: FleetKey + Send + Sync + 'static>(
+    shared: &Arc<Shared<C, K>>,
+) {
+    let keys = std::mem::take(&mut shared.state().unannounced);
+    for (i, bytes) in keys.iter().enumerate() {
+        shared.call();
+        match shared
+            .coordinator
+            .announce_create(shared.instance, bytes)
+            .await
+        {
+            Ok(announced) => {
+                shared.call();
+                let _ = shared.coordinator.create_ended(announced.position).await;
+            }
+            Err(_) => {
+                shared.state().unannounced.extend_from_slice(&keys[i..]);
+                return;
+            }
+        }
+    }
+}
+
+/// A random 64-bit id.
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        // The OS's generator failed: a time-and-address mix still makes collisions unlikely.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        return now.as_nanos() as u64 ^ (&bytes as *const _ as u64);
+    }
+    u64::from_le_bytes(bytes)
+}
