@@ -2,6 +2,9 @@
 //! guard calls them around its store writes and rebuilds ([fleet.M2], [fleet.M4],
 //! [fleet.F6]); [`crate::fleet`] implements them.
 
+// Without the `fleet` feature nothing installs the hooks.
+#![cfg_attr(not(feature = "fleet"), allow(dead_code))]
+
 use std::future::Future;
 use std::pin::Pin;
 
