@@ -444,13 +444,13 @@ pub(crate) struct Broken {
     /// file).
     pub(crate) seal_async_overlaps_the_seal_write: bool,
     /// [fleet.F1]: a lookup that missed does not check the lease deadline.
-    pub(crate) fleet_no_deadline: bool,
+    pub(crate) no_deadline_check: bool,
     /// [fleet.F1]: a lookup that missed does not load the word a second time.
-    pub(crate) fleet_word_not_rechecked: bool,
+    pub(crate) word_not_rechecked: bool,
     /// [fleet.F4]: an announced create is applied to the current filter only, never the next.
-    pub(crate) fleet_apply_skips_next: bool,
+    pub(crate) apply_skips_next: bool,
     /// [fleet.F5]: an announced delete removes a copy whenever it began.
-    pub(crate) fleet_delete_ignores_scan: bool,
+    pub(crate) delete_ignores_scan: bool,
 }
 
 impl<H> GuardCore<H> {
@@ -931,6 +931,9 @@ mod loom_tests;
 
 #[cfg(all(test, cuckoo_loom))]
 mod loom_orphan_tests;
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_fleet_tests;
 
 #[cfg(all(test, cuckoo_loom))]
 mod loom_rebuild_tests;

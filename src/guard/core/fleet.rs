@@ -16,19 +16,19 @@
 //! - **[fleet.F3] Entering service** advances the word and sets the serving bit (`SeqCst`),
 //!   only after the member's registration is caught up ([`crate::fleet`]'s docs) and the
 //!   deadline was set from a renewal sent after that registration.
-//! - **[fleet.F4] A create announced by another guard** is applied through the writer gate
-//!   as a local create's filter step is ([guard.R1]): it enters the gate, loads the filters
-//!   (`SeqCst`), inserts into the current filter and a pending next one, each hashed by its own
-//!   hasher, even if the filter already reports the key, and leaves. The member acknowledges
-//!   the entry's position only after this returned.
+//! - **[fleet.F4] A create announced by another guard** loads the filters (`SeqCst`) and
+//!   inserts into the current filter and a pending next one, each hashed by its own hasher,
+//!   even if the filter already reports the key. The member acknowledges the entry's
+//!   position only after this returned.
 //! - **[fleet.F5] A delete announced by another guard** removes a copy only from the
 //!   current generation, and only if that generation's scan ended before the delete began:
 //!   the delete carries the position its writer had applied before its store delete, and the
 //!   generation carries the log's top noted after its scan ended ([`Generation::scanned_at`]);
 //!   the delete's position must be past it. Every other filter keeps a stale copy, counted.
-//! - **[fleet.F6] A rebuild in a fleet**, after its gate, inserts the keys of every create
-//!   the coordinator lists as in flight (announced, store write not known to have ended)
-//!   before its scan, and notes the log's top after its scan, before it publishes.
+//! - **[fleet.F6] A rebuild in a fleet**, after it published its next filter, reads the keys
+//!   of every create the coordinator lists as in flight (announced, store write not known to
+//!   have ended) and inserts them before its scan; it notes the log's top after its scan,
+//!   before it publishes the next filter as current.
 //!
 //! # Why a lookup's "absent" is sound
 //!
@@ -44,10 +44,11 @@
 //! the filter before the word advanced and checks it after sees the change; one that loads
 //! the word after sees "not serving" until [fleet.F3], which follows the catch-up.
 //!
-//! A generation's copies: the scan holds every key committed before it began; a create in
-//! flight across the scan is either a local one (the gate, [guard.R1]), a remote one applied
-//! after the next filter was published ([fleet.F4]), or one the coordinator listed as in
-//! flight after the gate ([fleet.F6]). A remote delete that began after the scan ended
+//! A generation's copies: the scan holds every key committed before it began. A local create
+//! in flight across the scan is the gate's ([guard.R1]). A remote create announced before the
+//! rebuild's in-flight read had either ended by then (its write precedes the scan) or is
+//! listed ([fleet.F6]); one announced after it is applied after it, so its apply finds the
+//! next filter ([fleet.F4]) before the member acknowledges and the writer writes. A remote delete that began after the scan ended
 //! removes a key whose copy this generation holds ([fleet.F5]); a delete that began before
 //! may concern a key the scan never saw, and removing "its" copy could take another key's.
 
@@ -341,7 +342,7 @@ impl<H: BuildHasher> GuardCore<H> {
     /// did not change.
     fn fleet_still_serving(&self, word: u64) -> bool {
         #[cfg(cuckoo_loom)]
-        if self.broken.fleet_no_deadline {
+        if self.broken.no_deadline_check {
             // ORDERING: SeqCst; the broken variant's second load only.
             return self.fleet.word.load(Ordering::SeqCst) == word;
         }
@@ -351,31 +352,25 @@ impl<H: BuildHasher> GuardCore<H> {
             return false;
         }
         #[cfg(cuckoo_loom)]
-        if self.broken.fleet_word_not_rechecked {
+        if self.broken.word_not_rechecked {
             return true;
         }
         // ORDERING: SeqCst; [fleet.F1] second load: any change of service since the first.
         self.fleet.word.load(Ordering::SeqCst) == word
     }
 
-    /// [fleet.F4] Applies a create another guard announced: through the gate, into the
-    /// current filter and a pending next one.
+    /// [fleet.F4] Applies a create another guard announced: into the current filter and a
+    /// pending next one.
     pub(crate) fn apply_create<K: Hash + ?Sized>(&self, key: &K) -> Result<(), InsertError> {
-        let phase = self.gate.enter();
-        let _seat = super::GateSeat {
-            gate: &self.gate,
-            phase,
-            #[cfg(cuckoo_loom)]
-            left: false,
-        };
         let pin = pin();
-        // ORDERING: SeqCst; [fleet.F4] as [guard.R1]: in the gate's total order.
+        // ORDERING: SeqCst; [fleet.F4]: a create announced after a rebuild's in-flight read
+        // ([fleet.F6]) is applied after it, and finds the next filter published before it.
         let filters = self.filters.load(Ordering::SeqCst, &pin);
         let hash = filters.current.filter.hash_key(key);
         filters.current.filter.insert_hash(hash)?;
         if let Some(next) = &filters.next {
             #[cfg(cuckoo_loom)]
-            if self.broken.fleet_apply_skips_next {
+            if self.broken.apply_skips_next {
                 bump(&self.shard().applied_creates);
                 return Ok(());
             }
@@ -400,7 +395,7 @@ impl<H: BuildHasher> GuardCore<H> {
             let current = std::ptr::eq(generation, &*filters.current);
             #[cfg(cuckoo_loom)]
             let scanned_before =
-                self.broken.fleet_delete_ignores_scan || generation.scanned_before(after);
+                self.broken.delete_ignores_scan || generation.scanned_before(after);
             #[cfg(not(cuckoo_loom))]
             let scanned_before = generation.scanned_before(after);
             if current && scanned_before {

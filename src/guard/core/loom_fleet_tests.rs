@@ -1,0 +1,327 @@
+//! Loom models of a guard's side of a fleet ([fleet.F1]-[fleet.F6] in the core's `fleet`
+//! module): a lookup against a member that lapsed and rejoined, a create another member
+//! announced racing a rebuild, and a delete another member announced racing a rebuild.
+//!
+//! Every actor is a spawned thread; the main thread only sets up, joins and asserts. The
+//! core, `K`, `J` and the store are those of the rebuild models (`loom_tests`). The
+//! coordinator's part is modelled by what the member sees of it: the in-flight list is a
+//! loom mutex over keys, the log's top an atomic counter, an acknowledgement a flag, and the
+//! fleet clock the core's model clock.
+
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+
+use super::loom_tests::{core, Core, J, K};
+use super::{Admission, Broken, Position};
+use crate::guard::RebuildReason;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::table::loom_tests::{explore, Census};
+
+/// A loom builder at `LOOM_MAX_PREEMPTIONS` (as `loom::model` reads it), capped at `bound`.
+fn bounded(bound: usize) -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.map_or(bound, |b| b.min(bound)));
+    builder
+}
+
+/// Runs `model` under [`bounded`]`(bound)` with a fresh census; asserts the census saw `what`.
+fn explore_at(bound: usize, what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
+    let census = Census::default();
+    let c = census.clone();
+    bounded(bound).check(move || model(c.clone()));
+    census.assert_seen(what);
+}
+
+fn flag() -> Arc<AtomicBool> {
+    Arc::new(AtomicBool::new(false))
+}
+
+fn position(ms: u64) -> Position {
+    Position { ms, seq: 0 }
+}
+
+/// A warm member serving until `deadline` on the model clock, with `keys` in its filter.
+fn member(broken: Broken, keys: &[u64], deadline: u64) -> Arc<Core> {
+    let core = core(broken, keys);
+    core.fleet_join();
+    core.fleet_set_deadline(deadline);
+    core.fleet_start_serving();
+    core
+}
+
+/// [fleet.F1]-[fleet.F3]: the member's lease lapsed at 100 without the member noticing. A
+/// writer elsewhere sees it gone once the clock passes the deadline (200) and writes `K`
+/// without waiting for it. The member's keeper then finds the lease gone, leaves service,
+/// registers anew (deadline 300), catches up (applies `K`) and serves again. A lookup of `K`
+/// that begins after the write must not answer "absent". Returns whether the lookup failed
+/// open (the filter it read missed `K`).
+fn lookup_racing_a_rejoin(broken: Broken) -> bool {
+    let core = member(broken, &[], 100);
+    let written = flag();
+    let writer = {
+        let (core, written) = (Arc::clone(&core), Arc::clone(&written));
+        thread::spawn(move || {
+            // ORDERING: SeqCst; the model clock passes the lapsed member's deadline before the
+            // write, as [fleet.M2]'s "gone" requires.
+            core.fleet.now.store(200, Ordering::SeqCst);
+            // ORDERING: SeqCst; the store write, visible to lookups that begin later.
+            written.store(true, Ordering::SeqCst);
+        })
+    };
+    let keeper = {
+        let core = Arc::clone(&core);
+        thread::spawn(move || {
+            core.fleet_stop_serving();
+            core.fleet_set_deadline(300);
+            core.apply_create(&K).expect("room for K");
+            core.fleet_start_serving();
+        })
+    };
+    let reader = {
+        let (core, written) = (Arc::clone(&core), Arc::clone(&written));
+        thread::spawn(move || {
+            // ORDERING: SeqCst; the lookup begins after the write it sees.
+            if !written.load(Ordering::SeqCst) {
+                return false;
+            }
+            let admission = core.admit(&K);
+            assert_ne!(
+                admission,
+                Admission::Blocked,
+                "a member answered \"absent\" for a key written while its lease had lapsed"
+            );
+            admission == Admission::FailOpen
+        })
+    };
+    writer.join().unwrap();
+    keeper.join().unwrap();
+    let failed_open = reader.join().unwrap();
+    assert!(core.filter().contains(&K), "the catch-up applied K");
+    failed_open
+}
+
+#[test]
+fn loom_fleet_lookup_after_a_lapse_fails_open() {
+    explore(
+        "a lookup after the write whose filter read missed K",
+        |census| census.saw(lookup_racing_a_rejoin(Broken::default())),
+    );
+}
+
+#[test]
+#[should_panic(expected = "while its lease had lapsed")]
+fn loom_fleet_control_no_deadline_check() {
+    loom::model(|| {
+        lookup_racing_a_rejoin(Broken {
+            no_deadline_check: true,
+            ..Broken::default()
+        });
+    });
+}
+
+#[test]
+#[should_panic(expected = "while its lease had lapsed")]
+fn loom_fleet_control_word_not_rechecked() {
+    loom::model(|| {
+        lookup_racing_a_rejoin(Broken {
+            word_not_rechecked: true,
+            ..Broken::default()
+        });
+    });
+}
+
+/// A rebuild of a member, whole, on the calling thread: publishes its next filter, waits at
+/// the gate, reads the in-flight creates and inserts them (unless `skip_in_flight`), scans
+/// the store, notes the log's top, publishes. Returns whether its scan found `K`.
+fn fleet_rebuild(
+    core: &Core,
+    store: &Mutex<Vec<u64>>,
+    in_flight: &Mutex<Vec<u64>>,
+    top: &AtomicU64,
+    skip_in_flight: bool,
+) -> bool {
+    let claim = core.claim().expect("the only rebuild");
+    let mut turn = core
+        .begin_rebuild::<()>(claim, RebuildReason::Requested)
+        .expect("a warm core builds its next filter");
+    while !turn.poll_gate::<()>().expect("room for the orphans") {
+        thread::yield_now();
+    }
+    if !skip_in_flight {
+        let keys = in_flight.lock().unwrap().clone();
+        turn.insert_keys::<_, ()>(&keys)
+            .expect("room for the in-flight keys");
+    }
+    let keys = store.lock().unwrap().clone();
+    turn.load_page::<_, ()>(&keys)
+        .expect("room for the scanned keys");
+    // ORDERING: SeqCst; the log's top, read after the scan ([fleet.F5]).
+    turn.note_scanned_at(position(top.load(Ordering::SeqCst)));
+    turn.finish();
+    keys.contains(&K)
+}
+
+/// [fleet.F4] [fleet.F6]: another member's create of `K` races this member's rebuild. The
+/// writer announces (the key joins the in-flight list), the member applies and acknowledges,
+/// the writer writes the store and ends the create (the key leaves the list). Once all are
+/// done the member's filter must report `K`. Returns whether the rebuild's scan missed `K`.
+fn remote_create_racing_a_rebuild(broken: Broken, skip_in_flight: bool) -> bool {
+    let core = core(broken, &[]);
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let in_flight = Arc::new(Mutex::new(Vec::new()));
+    let top = Arc::new(AtomicU64::new(0));
+    let announced = flag();
+    let acked = flag();
+    let writer = {
+        let (store, in_flight, announced, acked) = (
+            Arc::clone(&store),
+            Arc::clone(&in_flight),
+            Arc::clone(&announced),
+            Arc::clone(&acked),
+        );
+        thread::spawn(move || {
+            in_flight.lock().unwrap().push(K);
+            // ORDERING: SeqCst; the entry is in the log after the in-flight record.
+            announced.store(true, Ordering::SeqCst);
+            // ORDERING: SeqCst; [fleet.M2]: the writer waits for the acknowledgement.
+            while !acked.load(Ordering::SeqCst) {
+                thread::yield_now();
+            }
+            store.lock().unwrap().push(K);
+            in_flight.lock().unwrap().retain(|key| *key != K);
+        })
+    };
+    let applier = {
+        let (core, announced, acked) = (
+            Arc::clone(&core),
+            Arc::clone(&announced),
+            Arc::clone(&acked),
+        );
+        thread::spawn(move || {
+            // ORDERING: SeqCst; the applier reads the entry once it is in the log.
+            while !announced.load(Ordering::SeqCst) {
+                thread::yield_now();
+            }
+            core.apply_create(&K).expect("room for K");
+            // ORDERING: SeqCst; [fleet.M3]: acknowledged after the apply.
+            acked.store(true, Ordering::SeqCst);
+        })
+    };
+    let rebuilder = {
+        let (core, store, in_flight, top) = (
+            Arc::clone(&core),
+            Arc::clone(&store),
+            Arc::clone(&in_flight),
+            Arc::clone(&top),
+        );
+        thread::spawn(move || fleet_rebuild(&core, &store, &in_flight, &top, skip_in_flight))
+    };
+    writer.join().unwrap();
+    applier.join().unwrap();
+    let scanned = rebuilder.join().unwrap();
+    assert_eq!(*store.lock().unwrap(), [K]);
+    assert!(
+        core.filter().contains(&K),
+        "the rebuilt filter misses a create another member announced"
+    );
+    !scanned
+}
+
+#[test]
+fn loom_fleet_remote_create_covered_across_a_rebuild() {
+    explore_at(3, "a remote create whose write the scan missed", |census| {
+        census.saw(remote_create_racing_a_rebuild(Broken::default(), false));
+    });
+}
+
+#[test]
+#[should_panic(expected = "misses a create another member announced")]
+fn loom_fleet_control_apply_skips_next() {
+    bounded(3).check(|| {
+        remote_create_racing_a_rebuild(
+            Broken {
+                apply_skips_next: true,
+                ..Broken::default()
+            },
+            false,
+        );
+    });
+}
+
+#[test]
+#[should_panic(expected = "misses a create another member announced")]
+fn loom_fleet_control_a_rebuild_that_skips_the_in_flight_creates() {
+    bounded(3).check(|| {
+        remote_create_racing_a_rebuild(Broken::default(), true);
+    });
+}
+
+/// [fleet.F5]: another member deletes `K` (stored beside `J`, which shares its fingerprint)
+/// while this member rebuilds. The writer's member applies one more entry, the writer notes
+/// its applied position, deletes in the store and announces; this member applies the delete.
+/// Once all are done the member's filter must still report `J`. Returns whether the delete
+/// removed a copy.
+fn remote_delete_racing_a_rebuild(broken: Broken) -> bool {
+    let core = core(broken, &[K, J]);
+    core.set_scanned_at(position(0));
+    let store = Arc::new(Mutex::new(vec![K, J]));
+    let top = Arc::new(AtomicU64::new(0));
+    let announced: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
+    let writer = {
+        let (store, top, announced) = (
+            Arc::clone(&store),
+            Arc::clone(&top),
+            Arc::clone(&announced),
+        );
+        thread::spawn(move || {
+            // ORDERING: SeqCst; an entry appended to the log and applied by the writer's member.
+            let after = top.fetch_add(1, Ordering::SeqCst) + 1;
+            store.lock().unwrap().retain(|key| *key != K);
+            *announced.lock().unwrap() = Some(after);
+        })
+    };
+    let applier = {
+        let (core, announced) = (Arc::clone(&core), Arc::clone(&announced));
+        thread::spawn(move || loop {
+            let after = *announced.lock().unwrap();
+            if let Some(after) = after {
+                break core.apply_delete(&K, position(after));
+            }
+            thread::yield_now();
+        })
+    };
+    let rebuilder = {
+        let (core, store, top) = (Arc::clone(&core), Arc::clone(&store), Arc::clone(&top));
+        thread::spawn(move || {
+            let in_flight = Mutex::new(Vec::new());
+            fleet_rebuild(&core, &store, &in_flight, &top, false);
+        })
+    };
+    writer.join().unwrap();
+    let removed = applier.join().unwrap();
+    rebuilder.join().unwrap();
+    assert_eq!(*store.lock().unwrap(), [J]);
+    assert!(
+        core.filter().contains(&J),
+        "a delete another member announced took the copy of a key the store holds"
+    );
+    removed
+}
+
+#[test]
+fn loom_fleet_remote_delete_removes_only_a_scanned_copy() {
+    explore_at(3, "a remote delete that removed a copy", |census| {
+        census.saw(remote_delete_racing_a_rebuild(Broken::default()));
+    });
+}
+
+#[test]
+#[should_panic(expected = "took the copy of a key the store holds")]
+fn loom_fleet_control_delete_ignores_scan() {
+    bounded(3).check(|| {
+        remote_delete_racing_a_rebuild(Broken {
+            delete_ignores_scan: true,
+            ..Broken::default()
+        });
+    });
+}

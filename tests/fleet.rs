@@ -1,0 +1,274 @@
+//! A fleet of guards in one process: several `AsyncCacheGuard`s over one PostgreSQL table,
+//! each with its own Redis coordinator connection, as replicas of a service would be. No
+//! member may answer "absent" for a row another member created ([fleet.M1]-[fleet.M7]).
+#![cfg(all(feature = "fleet", feature = "redis", feature = "postgres"))]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::servers::{server_url, POSTGRES, REDIS};
+use common::{unique_name, OwnRedis};
+use cuckoo_guard::fleet::{Fleet, FleetConfig, RedisCoordinator};
+use cuckoo_guard::guard::{Admission, AsyncCacheGuard, GuardError, RebuildPolicy};
+use cuckoo_guard::stores::PostgresStore;
+use cuckoo_guard::CuckooFilter;
+
+type Guard = AsyncCacheGuard<PostgresStore<i64, String>>;
+type Member = Fleet<RedisCoordinator, i64>;
+
+/// The longest any test here waits for a condition.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn store(url: &str, table: &str) -> PostgresStore<i64, String> {
+    PostgresStore::builder(url)
+        .table(table)
+        .create_table_if_missing(true)
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn guard(store: PostgresStore<i64, String>) -> Guard {
+    AsyncCacheGuard::with_policy(
+        CuckooFilter::with_capacity(200_000),
+        store,
+        RebuildPolicy::manual(),
+    )
+}
+
+/// Settings for a test fleet: a short lease so lapses take a second, not three.
+fn config(name: &str) -> FleetConfig {
+    FleetConfig::new(name)
+        .lease(Duration::from_millis(1_200))
+        .create_timeout(Duration::from_secs(20))
+}
+
+async fn coordinator(url: &str, fleet: &str) -> RedisCoordinator {
+    RedisCoordinator::builder(url, fleet)
+        .hold(Duration::from_millis(2_500))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Waits until `done` holds, failing the test after [`PATIENCE`].
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < PATIENCE, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `n` guards over one new table, each joined to one new fleet; returns once all serve.
+async fn fleet_of(n: usize, pg: &str, redis: &str) -> (String, Vec<(Guard, Member)>) {
+    let table = unique_name("fleet");
+    let name = unique_name("fleet");
+    let mut members = Vec::new();
+    for _ in 0..n {
+        let guard = guard(store(pg, &table).await);
+        let fleet = Fleet::join(&guard, coordinator(redis, &name).await, config(&name))
+            .await
+            .unwrap();
+        members.push((guard, fleet));
+    }
+    until("every member serves", || members.iter().all(|(_, f)| f.stats().serving)).await;
+    (name, members)
+}
+
+fn servers() -> Option<(String, String)> {
+    Some((server_url(&POSTGRES)?, server_url(&REDIS)?))
+}
+
+/// Creates through one member and reads through another right after the create returned:
+/// never "absent". Absent keys are blocked (the members do serve), and lookups make no
+/// coordinator call.
+#[test]
+fn a_create_through_one_member_is_present_on_the_others() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let (_, members) = fleet_of(3, &pg, &redis).await;
+        let members = Arc::new(members);
+        let mut tasks = Vec::new();
+        // Three writers at once, one per member, each reading its creates on the next member.
+        for w in 0..3usize {
+            let members = Arc::clone(&members);
+            tasks.push(tokio::spawn(async move {
+                let mut false_negatives = 0;
+                for i in 0..400i64 {
+                    let key = (w as i64) * 1_000_000 + i;
+                    let (writer, _) = &members[w];
+                    writer.put(&key, &format!("row {key}")).await.unwrap();
+                    let (reader, _) = &members[(w + 1) % 3];
+                    if reader.admit(&key) == Admission::Blocked {
+                        false_negatives += 1;
+                    }
+                    assert_eq!(reader.get(&key).await.unwrap(), Some(format!("row {key}")));
+                }
+                false_negatives
+            }));
+        }
+        let mut false_negatives = 0;
+        for task in tasks {
+            false_negatives += task.await.unwrap();
+        }
+        assert_eq!(false_negatives, 0, "members answered absent for created rows");
+        let calls_before: Vec<u64> = members.iter().map(|(_, f)| f.stats().coordinator_calls).collect();
+        let mut blocked = 0;
+        for key in 5_000_000..5_001_000i64 {
+            for (guard, _) in members.iter() {
+                if guard.admit(&key) == Admission::Blocked {
+                    blocked += 1;
+                }
+            }
+        }
+        assert!(blocked > 2_900, "serving members block absent keys ({blocked} of 3000)");
+        for ((_, fleet), before) in members.iter().zip(calls_before) {
+            // The tasks' own calls (reads, renewals) go on; lookups add none: 3,000 lookups
+            // within well under a second add at most a few task calls.
+            let during = fleet.stats().coordinator_calls - before;
+            assert!(during < 100, "{during} coordinator calls during 3,000 lookups");
+        }
+        for (guard, fleet) in members.iter() {
+            let stats = fleet.stats();
+            assert!(stats.creates_announced >= 400, "{stats:?}");
+            assert!(guard.stats().fleet_creates_applied >= 800, "{:?}", guard.stats());
+        }
+    });
+}
+
+/// Deletes propagate: a row deleted through one member is announced and applied by the
+/// others, and rows that remain stay present everywhere.
+#[test]
+fn deletes_reach_every_member_and_keep_other_rows() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let (_, members) = fleet_of(2, &pg, &redis).await;
+        let (a, fleet_a) = &members[0];
+        let (b, _) = &members[1];
+        for key in 0..200i64 {
+            a.put(&key, &format!("row {key}")).await.unwrap();
+        }
+        // Some entries past every member's scan, so the deletes below may remove copies.
+        for key in 0..100i64 {
+            assert!(b.delete(&key).await.unwrap());
+        }
+        until("the deletes are announced and applied", || {
+            a.stats().fleet_deletes_applied >= 100
+        })
+        .await;
+        assert!(fleet_a.stats().entries_applied >= 100);
+        for key in 100..200i64 {
+            assert_ne!(a.admit(&key), Admission::Blocked);
+            assert_ne!(b.admit(&key), Admission::Blocked);
+        }
+        for key in 0..100i64 {
+            assert_eq!(a.get(&key).await.unwrap(), None);
+        }
+    });
+}
+
+/// A member whose tasks stop (its process died) keeps writers waiting at most about one
+/// lease, and fails open on its own misses once its deadline passed.
+#[test]
+fn a_dead_member_stalls_writers_for_about_a_lease() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let (_, mut members) = fleet_of(2, &pg, &redis).await;
+        let (dead_guard, dead_fleet) = members.pop().unwrap();
+        drop(dead_fleet); // no leave: its lease must expire
+        let (live, _) = &members[0];
+        let started = Instant::now();
+        live.put(&7, &String::from("seven")).await.unwrap();
+        let stalled = started.elapsed();
+        eprintln!("a create waited {stalled:?} for a dead member (lease 1.2 s)");
+        assert!(stalled < Duration::from_secs(6), "{stalled:?}");
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        // The dead member's filter may lack 7; past its deadline it must not say "absent".
+        assert_ne!(dead_guard.admit(&7), Admission::Blocked);
+        assert_ne!(dead_guard.admit(&123_456_789), Admission::Blocked);
+        assert!(dead_guard.stats().passed_failing_open >= 2);
+    });
+}
+
+/// A member that joins while others create: 0 false negatives on it, for keys created before,
+/// during and after its join.
+#[test]
+fn a_member_joining_mid_run_misses_nothing() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let (name, members) = fleet_of(2, &pg, &redis).await;
+        let members = Arc::new(members);
+        let table_store = members[0].0.store().clone();
+        let writer = {
+            let members = Arc::clone(&members);
+            tokio::spawn(async move {
+                for key in 0..1_500i64 {
+                    let (guard, _) = &members[(key % 2) as usize];
+                    guard.put(&key, &format!("row {key}")).await.unwrap();
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let joiner = guard(table_store);
+        let fleet = Fleet::join(&joiner, coordinator(&redis, &name).await, config(&name))
+            .await
+            .unwrap();
+        writer.await.unwrap();
+        until("the joiner serves", || fleet.stats().serving).await;
+        let mut false_negatives = 0;
+        for key in 0..1_500i64 {
+            if joiner.admit(&key) == Admission::Blocked {
+                false_negatives += 1;
+            }
+        }
+        assert_eq!(false_negatives, 0);
+        assert_eq!(joiner.admit(&9_999_999), Admission::Blocked);
+    });
+}
+
+/// Redis killed and restarted empty: members fail open meanwhile, creates are refused with a
+/// fleet error (the store untouched), and after the restart the members rejoin, rebuild and
+/// serve again without a false negative.
+#[test]
+fn a_restarted_coordinator_fails_open_then_recovers() {
+    let Some(pg) = server_url(&POSTGRES) else { return };
+    let Some(mut own) = OwnRedis::start(&[]) else { return };
+    let redis = own.url();
+    common::runtime().block_on(async {
+        let (_, members) = fleet_of(2, &pg, &redis).await;
+        let (a, _) = &members[0];
+        let (b, fleet_b) = &members[1];
+        for key in 0..50i64 {
+            a.put(&key, &format!("row {key}")).await.unwrap();
+        }
+        own.kill();
+        let down = Instant::now();
+        match a.put(&1_000, &String::from("refused")).await {
+            Err(GuardError::Fleet(_)) => {}
+            other => panic!("a create while the coordinator is down: {other:?}"),
+        }
+        assert_eq!(b.get(&1_000).await.unwrap(), None, "the refused create left no row");
+        until("the members fail open", || {
+            b.admit(&2_000_000) == Admission::FailOpen
+        })
+        .await;
+        own.launch();
+        until("the members serve again", || {
+            members.iter().all(|(_, f)| f.stats().serving)
+        })
+        .await;
+        eprintln!("recovered {:?} after the kill", down.elapsed());
+        assert!(fleet_b.stats().rejoins >= 1);
+        for key in 0..50i64 {
+            assert_ne!(b.admit(&key), Admission::Blocked);
+        }
+        for key in 100..150i64 {
+            b.put(&key, &format!("row {key}")).await.unwrap();
+            assert_ne!(a.admit(&key), Admission::Blocked);
+        }
+        assert!(b.stats().passed_failing_open >= 1);
+    });
+}
