@@ -78,6 +78,10 @@ pub struct FleetStats {
     pub coordinator_calls: u64,
     /// Entries trimmed from the log by this member.
     pub trimmed: u64,
+    /// Rows the drift sentinel read from the store and checked.
+    pub sentinel_samples: u64,
+    /// Rows the store holds and the filter missed: written around the fleet.
+    pub sentinel_misses: u64,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +98,8 @@ struct Counters {
     coordinator_errors: AtomicU64,
     coordinator_calls: AtomicU64,
     trimmed: AtomicU64,
+    sentinel_samples: AtomicU64,
+    sentinel_misses: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -497,6 +503,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             tasks: vec![
                 tokio::spawn(applier(guard.clone(), Arc::clone(&shared))),
                 tokio::spawn(keeper(guard.clone(), Arc::clone(&shared))),
+                tokio::spawn(sentinel(guard.clone(), Arc::clone(&shared))),
             ],
             shared,
         };
@@ -531,6 +538,8 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             coordinator_errors: read(&counters.coordinator_errors),
             coordinator_calls: read(&counters.coordinator_calls),
             trimmed: read(&counters.trimmed),
+            sentinel_samples: read(&counters.sentinel_samples),
+            sentinel_misses: read(&counters.sentinel_misses),
         }
     }
 
@@ -924,6 +933,62 @@ where
         }
         shared.wake.notify_one();
     });
+}
+
+/// The drift sentinel: reads random rows from the store and checks them against the filter
+/// while the member serves. A row created through the fleet is in every serving member's
+/// filter before it is written ([fleet.M2]), so a row the filter misses, and the store still
+/// holds when read again, was written around the fleet.
+async fn sentinel<St, H, C, K>(guard: AsyncCacheGuard<St, H>, shared: Arc<Shared<C, K>>)
+where
+    St: AsyncStore<Key = K> + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    let rate = shared.config.sentinel_rate_value();
+    if rate == 0 {
+        return;
+    }
+    let mut reported = 0u32;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let core = guard.core();
+        if !core.is_ready() || !core.fleet_serving() {
+            continue;
+        }
+        let Ok(keys) = guard.store().sample_keys(rate as usize).await else {
+            continue;
+        };
+        add(&shared.counters.sentinel_samples, keys.len() as u64);
+        let mut drifted = Vec::new();
+        for key in keys {
+            if core.filter_contains(&key) {
+                continue;
+            }
+            // Deleted since it was sampled? Then its copy went with it.
+            if let Ok(Some(_)) = guard.store().get(&key).await {
+                if !core.filter_contains(&key) {
+                    drifted.push(key);
+                }
+            }
+        }
+        if drifted.is_empty() {
+            continue;
+        }
+        add(&shared.counters.sentinel_misses, drifted.len() as u64);
+        if reported < 10 {
+            reported += 1;
+            eprintln!(
+                "cuckoo-guard: fleet {:?}: {} row(s) in the store are missing from the filter \
+                 (written around the fleet), e.g. key bytes {:02x?}; failing open and rebuilding",
+                shared.config.name(),
+                drifted.len(),
+                encoded(&drifted[0]),
+            );
+        }
+        stop_and_rebuild(&guard, &shared);
+    }
 }
 
 /// [`CreatePolicy::Proceed`]: announces what was written while the coordinator was down.

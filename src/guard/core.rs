@@ -520,7 +520,7 @@ impl<H: BuildHasher> GuardCore<H> {
 
     /// Whether the current filter may hold `key` (a pin, one load, one lookup).
     #[inline]
-    pub(super) fn filter_contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
+    pub(crate) fn filter_contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let pin = pin();
         // ORDERING: Acquire; as in `filter`.
         self.filters
