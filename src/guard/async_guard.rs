@@ -318,7 +318,13 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         if admission.is_blocked() {
             return Ok(None);
         }
-        let probe = self.inner.memo.probe(key, admission);
+        // In a fleet the memo is not consulted: another member's create commits after this
+        // member applied it, and a store read between the two would install "absent".
+        let probe = if self.inner.fleet.get().is_some() {
+            Probe::Skip
+        } else {
+            self.inner.memo.probe(key, admission)
+        };
         if let Probe::Hit = probe {
             self.core().observe_memo_hit();
             return Ok(None);
@@ -342,7 +348,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert!(guard.may_contain(&1)); // warming
     /// ```
     pub fn may_contain(&self, key: &St::Key) -> bool {
-        !self.core().is_ready() || self.core().filter_contains(key)
+        self.core().may_contain(key)
     }
 
     /// As [`CacheGuard::put`](super::CacheGuard::put).

@@ -530,6 +530,11 @@ impl<H: BuildHasher> GuardCore<H> {
             .contains(key)
     }
 
+    /// Whether a lookup would pass `key` to the store (not counted).
+    pub(super) fn may_contain<K: Hash + ?Sized>(&self, key: &K) -> bool {
+        !self.is_ready() || self.decide_warm(key) != Admission::Blocked
+    }
+
     /// Lookup step 1: ask the filter, unless it is still warming up.
     pub(super) fn admit<K: Hash + ?Sized>(&self, key: &K) -> Admission {
         if !self.is_ready() {

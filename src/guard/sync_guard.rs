@@ -464,7 +464,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn may_contain(&self, key: &St::Key) -> bool {
-        !self.core().is_ready() || self.core().filter_contains(key)
+        self.core().may_contain(key)
     }
 
     /// Creates or updates `key` in the store, keeping the filter in sync (rules 1, 3, 4).

@@ -268,11 +268,8 @@ fn remote_delete_racing_a_rebuild(broken: Broken) -> bool {
     let top = Arc::new(AtomicU64::new(0));
     let announced: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
     let writer = {
-        let (store, top, announced) = (
-            Arc::clone(&store),
-            Arc::clone(&top),
-            Arc::clone(&announced),
-        );
+        let (store, top, announced) =
+            (Arc::clone(&store), Arc::clone(&top), Arc::clone(&announced));
         thread::spawn(move || {
             // ORDERING: SeqCst; an entry appended to the log and applied by the writer's member.
             let after = top.fetch_add(1, Ordering::SeqCst) + 1;
