@@ -342,7 +342,7 @@ fn the_sentinel_finds_rows_written_around_the_fleet() {
             fleet.stats().sentinel_samples
         );
         until("the member serves again after its rebuild", || {
-            fleet.stats().serving
+            member.stats().rebuilds >= 1 && fleet.stats().serving
         })
         .await;
         for key in 10_000..10_010i64 {
