@@ -363,7 +363,10 @@ pub fn record(stats: &GuardStats, name: &str) {
 pub fn record_shadow(stats: &crate::tower::ShadowStats, name: &str) {
     for (metric, value) in [
         ("cuckoo_guard_layer_shadow_checked_total", stats.checked),
-        ("cuckoo_guard_layer_shadow_would_block_total", stats.would_block),
+        (
+            "cuckoo_guard_layer_shadow_would_block_total",
+            stats.would_block,
+        ),
         (
             "cuckoo_guard_layer_shadow_false_negatives_total",
             stats.would_be_false_negatives,

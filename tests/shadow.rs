@@ -38,9 +38,13 @@ fn shadow_get_reads_the_store_for_keys_the_filter_rules_out() {
     let around = ruled_out(|k| guard.may_contain(k), 1_000);
     let absent = ruled_out(|k| guard.may_contain(k), around + 1);
     // Written around the guard: in the store, not in the filter.
-    guard.store().put(&around, &row(around)).unwrap();
+    Store::put(guard.store(), &around, &row(around)).unwrap();
 
-    assert_eq!(guard.get(&around).unwrap(), None, "blocking: a false negative");
+    assert_eq!(
+        guard.get(&around).unwrap(),
+        None,
+        "blocking: a false negative"
+    );
     assert_eq!(guard.stats().blocked, 1);
 
     assert_eq!(guard.shadow_get(&around).unwrap(), Some(row(around)));
@@ -49,7 +53,10 @@ fn shadow_get_reads_the_store_for_keys_the_filter_rules_out() {
     let stats = guard.stats();
     assert_eq!(stats.shadow_would_block, 2, "{stats:?}");
     assert_eq!(stats.shadow_false_negatives, 1, "{stats:?}");
-    assert_eq!(stats.blocked, 1, "shadow lookups are not blocked: {stats:?}");
+    assert_eq!(
+        stats.blocked, 1,
+        "shadow lookups are not blocked: {stats:?}"
+    );
     assert_eq!(stats.lookups, 4, "{stats:?}");
     assert_eq!(stats.store_hits, 2, "{stats:?}");
     assert_eq!(stats.false_positives, 0, "{stats:?}");
@@ -65,7 +72,7 @@ fn shadow_get_reads_the_store_for_keys_the_filter_rules_out() {
 fn shadow_admission_through_get_admitted_counts_what_the_store_finds() {
     let guard = guard();
     let around = ruled_out(|k| guard.may_contain(k), 5_000);
-    guard.store().put(&around, &row(around)).unwrap();
+    Store::put(guard.store(), &around, &row(around)).unwrap();
     let admission = guard.admit_shadow(&around);
     assert_eq!(admission, Admission::Shadow);
     assert!(!admission.is_blocked());
@@ -110,8 +117,9 @@ async fn the_async_guard_shadow_get_counts_alike() {
         .await
         .unwrap();
 
-    let shadow_get = |key| async move {
-        tokio::time::timeout(LIMIT, guard.shadow_get(&key))
+    let shared = &guard;
+    let shadow_get = |key: u64| async move {
+        tokio::time::timeout(LIMIT, shared.shadow_get(&key))
             .await
             .unwrap()
             .unwrap()
@@ -174,10 +182,12 @@ mod layer {
                 handled.fetch_add(1, Ordering::Relaxed);
                 user(state, path, admission)
             })
-            .put(|State(guard): State<Guard>, Path(id): Path<u64>| async move {
-                guard.put(&id, &row(id)).unwrap();
-                StatusCode::CREATED
-            }),
+            .put(
+                |State(guard): State<Guard>, Path(id): Path<u64>| async move {
+                    guard.put(&id, &row(id)).unwrap();
+                    StatusCode::CREATED
+                },
+            ),
         )
     }
 
@@ -203,7 +213,7 @@ mod layer {
         let guard = guard();
         let around = ruled_out(|k| guard.may_contain(k), 1_000);
         let absent = ruled_out(|k| guard.may_contain(k), around + 1);
-        guard.store().put(&around, &row(around)).unwrap();
+        Store::put(guard.store(), &around, &row(around)).unwrap();
         let handled = Arc::new(AtomicUsize::new(0));
 
         // Shadow off: the layer answers 404 and the handler never runs.
@@ -237,7 +247,9 @@ mod layer {
 
         // A truly absent key: would be blocked, and the handler's 404 is no false negative.
         assert_eq!(
-            send(&shadowed, Method::GET, &format!("/users/{absent}")).await.0,
+            send(&shadowed, Method::GET, &format!("/users/{absent}"))
+                .await
+                .0,
             StatusCode::NOT_FOUND
         );
         // A key in the filter: checked, not a would-be block.
@@ -278,7 +290,9 @@ mod layer {
             .with_state(guard.clone());
         let new = ruled_out(|k| guard.may_contain(k), 9_000);
         assert_eq!(
-            send(&shadowed, Method::PUT, &format!("/users/{new}")).await.0,
+            send(&shadowed, Method::PUT, &format!("/users/{new}"))
+                .await
+                .0,
             StatusCode::CREATED
         );
         // Not a u64: no key, the handler's `Path` rejects it.
@@ -304,17 +318,19 @@ mod layer {
     where
         G: Admit<String> + Clone + Send + Sync + 'static,
     {
-        BoxCloneService::new(ServiceBuilder::new().layer(layer.clone()).service(service_fn(
-            |request: Request<()>| {
-                let user = request.headers()["x-user"].to_str().unwrap().to_owned();
-                let admission = request.extensions().get::<Admission>().copied();
-                let mut response = Response::new(format!("{admission:?}"));
-                if user != "ada" && user != "eve" {
-                    *response.status_mut() = StatusCode::NOT_FOUND;
-                }
-                async move { Ok::<_, Infallible>(response) }
-            },
-        )))
+        BoxCloneService::new(
+            ServiceBuilder::new()
+                .layer(layer.clone())
+                .service(service_fn(|request: Request<()>| {
+                    let user = request.headers()["x-user"].to_str().unwrap().to_owned();
+                    let admission = request.extensions().get::<Admission>().copied();
+                    let mut response = Response::new(format!("{admission:?}"));
+                    if user != "ada" && user != "eve" {
+                        *response.status_mut() = StatusCode::NOT_FOUND;
+                    }
+                    async move { Ok::<_, Infallible>(response) }
+                })),
+        )
     }
 
     async fn ask(service: &Users, user: &str) -> Response<String> {
@@ -377,9 +393,11 @@ mod layer {
         let handled = Arc::new(AtomicUsize::new(0));
         let shadow = GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)).shadow();
         check(&shadow);
-        check(&routes(&handled)
-            .route_layer(shadow.clone())
-            .with_state(guard.clone()));
+        check(
+            &routes(&handled)
+                .route_layer(shadow.clone())
+                .with_state(guard.clone()),
+        );
         let service = shadow.layer(service_fn(|_: Request<()>| async {
             Ok::<_, Infallible>(Response::new(()))
         }));
