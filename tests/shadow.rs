@@ -393,11 +393,10 @@ mod layer {
         let handled = Arc::new(AtomicUsize::new(0));
         let shadow = GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)).shadow();
         check(&shadow);
-        check(
-            &routes(&handled)
-                .route_layer(shadow.clone())
-                .with_state(guard.clone()),
-        );
+        let app: Router = routes(&handled)
+            .route_layer(shadow.clone())
+            .with_state(guard.clone());
+        check(&app);
         let service = shadow.layer(service_fn(|_: Request<()>| async {
             Ok::<_, Infallible>(Response::new(()))
         }));
