@@ -557,7 +557,7 @@ impl<H: BuildHasher> GuardCore<H> {
     /// Reports a shadow lookup's would-be false negative on standard error, once per key
     /// within the log's budget.
     pub(super) fn report_shadow_miss(&self, key: &dyn fmt::Debug) {
-        self.shadow_log.report(key, "the store");
+        self.shadow_log.report(key, "the store found it");
     }
 
     /// Lookup step 2 when the false-positive memo answered "absent" (module `memo`): a false

@@ -27,10 +27,10 @@ struct Reported {
 }
 
 impl ShadowLog {
-    /// Reports on standard error that `key` would have been blocked though `who` found it,
-    /// unless this key was reported already or the budget is spent (said once). Returns
-    /// whether this call wrote the key's report.
-    pub(crate) fn report(&self, key: &dyn fmt::Debug, who: &str) -> bool {
+    /// Reports on standard error that `key` would have been blocked, but `found` (such as
+    /// "the store found it"), unless this key was reported already or the budget is spent
+    /// (said once). Returns whether this call wrote the key's report.
+    pub(crate) fn report(&self, key: &dyn fmt::Debug, found: &str) -> bool {
         let text = describe(key);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.keys.contains(&text) {
@@ -47,7 +47,7 @@ impl ShadowLog {
         }
         eprintln!(
             "cuckoo-guard: shadow mode: would-be false negative: the filter would have blocked \
-             key {text}, which {who} found"
+             key {text}, but {found}"
         );
         state.keys.insert(text);
         true
@@ -77,12 +77,18 @@ mod tests {
     #[test]
     fn each_key_is_reported_once_and_the_budget_bounds_the_keys() {
         let log = ShadowLog::default();
-        assert!(log.report(&7u64, "the store"));
-        assert!(!log.report(&7u64, "the store"));
+        assert!(log.report(&7u64, "the store found it"));
+        assert!(!log.report(&7u64, "the store found it"));
         for key in 0..KEYS_REPORTED as u64 - 1 {
-            assert!(log.report(&(1_000 + key), "the store"), "key {key}");
+            assert!(
+                log.report(&(1_000 + key), "the store found it"),
+                "key {key}"
+            );
         }
-        assert!(!log.report(&5u64, "the store"), "the budget is spent");
+        assert!(
+            !log.report(&5u64, "the store found it"),
+            "the budget is spent"
+        );
         assert_eq!(log.state.lock().unwrap().keys.len(), KEYS_REPORTED);
     }
 

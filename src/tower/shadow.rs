@@ -370,7 +370,7 @@ where
                 watch
                     .shared
                     .log
-                    .report(&watch.key, "the service answered with a success (2xx)");
+                    .report(&watch.key, "the service answered it with a success (2xx)");
             }
         }
         Poll::Ready(output)
