@@ -528,11 +528,15 @@ impl<H: BuildHasher> GuardCore<H> {
     /// Lookup step 1 in shadow mode: as [`admit`](Self::admit), except that "absent" is
     /// counted as a would-be block and answered [`Admission::Shadow`], which goes to the store.
     pub(super) fn admit_shadow<K: Hash + ?Sized>(&self, key: &K) -> Admission {
-        if self.is_ready() && !self.filter_contains(key) {
+        if !self.is_ready() {
+            bump(&self.shard().warming);
+            Admission::Warming
+        } else if self.filter_contains(key) {
+            bump(&self.shard().passed);
+            Admission::Pass
+        } else {
             bump(&self.shard().shadow_would_block);
             Admission::Shadow
-        } else {
-            self.admit(key)
         }
     }
 
