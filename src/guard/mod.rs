@@ -161,6 +161,10 @@ pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
 pub use self::rebuild::{PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
 pub use self::restart::{Exposure, Restart, Sealed};
+#[cfg(feature = "redis")]
+pub(crate) use self::store::sample_by_scan_async;
+#[cfg(feature = "sqlite")]
+pub(crate) use self::store::{sample_by_scan, SampleRng};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
 pub use crate::secret::{SealSecret, SEAL_SECRET_LEN};
