@@ -199,26 +199,40 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
         add(&self.counters.coordinator_calls, 1);
     }
 
-    /// [fleet.M2]: announce, then wait for every registered member but this one.
-    async fn barrier(&self, key: &K) -> Result<CreateSlot, FleetError> {
+    /// [fleet.M2]: announce, then wait for every registered member but this one (for a
+    /// create of this member's guard, whose filter holds the key already), or for every
+    /// member (for a create outside the guard, `outside`).
+    async fn barrier(&self, key: &K, outside: bool) -> Result<CreateSlot, FleetError> {
         let bytes = encoded(key);
         let started = tokio::time::Instant::now();
+        let deadline = started + self.config.create_timeout_value();
+        // An outside create gets an origin of its own, so this member applies it too.
+        let origin = if outside {
+            InstanceId(random_u64())
+        } else {
+            self.instance
+        };
         self.call();
-        let announced = match self
-            .coordinator
-            .announce_create(self.instance, &bytes)
-            .await
-        {
-            Ok(announced) => announced,
-            Err(error) => {
+        let announcing = self.coordinator.announce_create(origin, &bytes);
+        let announced = match tokio::time::timeout_at(deadline, announcing).await {
+            Ok(Ok(announced)) => announced,
+            Ok(Err(error)) if !outside && self.config.create_policy() == CreatePolicy::Proceed => {
                 self.coordinator_failed("announcing a create", &error);
-                if self.config.create_policy() == CreatePolicy::Proceed {
-                    add(&self.counters.creates_unannounced, 1);
-                    self.state().unannounced.push(bytes);
-                    return Ok(CreateSlot { position: None });
-                }
+                add(&self.counters.creates_unannounced, 1);
+                self.state().unannounced.push(bytes);
+                return Ok(CreateSlot { position: None });
+            }
+            Ok(Err(error)) => {
+                self.coordinator_failed("announcing a create", &error);
                 add(&self.counters.creates_refused, 1);
                 return Err(FleetError::Coordinator(Box::new(error)));
+            }
+            Err(_) => {
+                add(&self.counters.creates_refused, 1);
+                return Err(FleetError::Timeout {
+                    waited: started.elapsed(),
+                    pending: 0,
+                });
             }
         };
         add(&self.counters.creates_announced, 1);
