@@ -77,11 +77,16 @@
 
 mod coordinator;
 mod key;
+#[cfg(feature = "redis")]
+mod redis;
 
 pub use self::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
 };
 pub use self::key::FleetKey;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use self::redis::{RedisCoordinator, RedisCoordinatorBuilder, RedisCoordinatorError};
 pub use crate::guard::{Position, PositionError};
 
 use std::time::Duration;
