@@ -840,10 +840,11 @@ fn text<'a>(value: &'a Value, what: &str) -> Result<&'a str, RedisCoordinatorErr
         .ok_or_else(|| malformed(format!("{what}: expected a string, got {value:?}")))
 }
 
+/// An entry's fields: name and value.
+type Fields<'a> = Vec<(&'a [u8], &'a Value)>;
+
 /// A stream's entries in a reply: `[[id, [field, value, ...]], ...]`.
-fn stream_entries(
-    value: &Value,
-) -> Result<Vec<(Position, Vec<(&[u8], &Value)>)>, RedisCoordinatorError> {
+fn stream_entries(value: &Value) -> Result<Vec<(Position, Fields<'_>)>, RedisCoordinatorError> {
     let Value::Array(entries) = value else {
         return Err(malformed(format!("XREAD: expected entries, got {value:?}")));
     };
