@@ -21,6 +21,10 @@
 //! "The top" is the log's `last-generated-id` (`XINFO STREAM`), not its last existing entry:
 //! a trim may have removed every entry, and the next `XADD` still returns a greater id.
 //!
+//! The acknowledgement feed only wakes waiting writers: a reader further behind than its
+//! last 10,000 entries misses the older ones, and `p:acked` (read by
+//! [`members`](Coordinator::members)) holds each member's latest position.
+//!
 //! # Atomicity
 //!
 //! Each method is one command or one Lua script, and Redis runs a script with nothing else
@@ -59,6 +63,12 @@
 //! hold their creates: members registered in the lost state may still answer "absent" until
 //! their deadlines pass, and they no longer appear among the members a writer waits for
 //! ([fleet.M7]). The hold must be at least two leases.
+//!
+//! Only a state without an epoch is new. A failover to a replica that holds the epoch but
+//! lacks the latest writes (replication is asynchronous) starts no hold: a lost renewal is
+//! covered by the writers' own wait ([fleet.M2]: a lease gone *and* its renewals unchanged
+//! for a lease on the writer's clock), and a log whose ids went backwards shows in
+//! [`trimmed_after`](Coordinator::trimmed_after).
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -1156,8 +1166,9 @@ impl Coordinator for RedisCoordinator {
         let keys = self.keys();
         let mut read = redis::cmd("XREAD");
         read.arg("COUNT").arg(max.max(1));
-        // Whole milliseconds, rounded up: `BLOCK 0` would wait for ever.
-        let block = millis(wait + Duration::from_nanos(999_999), 0);
+        // Whole milliseconds, rounded up (`BLOCK 0` would wait for ever), at most ~49 days.
+        let block =
+            millis(wait.saturating_add(Duration::from_nanos(999_999)), 0).min(u64::from(u32::MAX));
         if block > 0 {
             read.arg("BLOCK").arg(block);
         }
