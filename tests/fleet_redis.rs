@@ -599,7 +599,10 @@ fn an_evicting_server_is_refused_unless_allowed() {
                 .await
                 .unwrap_err();
             assert!(
-                matches!(&refused, RedisCoordinatorError::EvictionPolicy { policy } if policy == "volatile-lru"),
+                matches!(
+                    &refused,
+                    RedisCoordinatorError::EvictionPolicy { policy } if policy == "volatile-lru"
+                ),
                 "{refused:?}"
             );
             let allowed = RedisCoordinator::builder(server.url(), "evicting")
