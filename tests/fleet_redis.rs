@@ -618,6 +618,43 @@ fn an_evicting_server_is_refused_unless_allowed() {
 }
 
 #[test]
+fn every_call_works_over_resp3() {
+    with_fleet(|url, name| async move {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let c = coordinator(&format!("{url}{separator}protocol=resp3"), &name).await;
+        let a = c.register(A, None, LEASE).await.unwrap();
+        let gone = MemberId(a.member.0.wrapping_add(1));
+        let create = c.announce_create(A, b"ada").await.unwrap();
+        assert_eq!(create.members, vec![a.member]);
+        let delete = c.announce_delete(B, b"bob", create.position).await.unwrap();
+        c.ack(a.member, delete).await.unwrap();
+        let batch = c
+            .read(a.top, Position::ZERO, 10, Duration::from_millis(100))
+            .await
+            .unwrap();
+        assert_eq!(batch.entries.len(), 2);
+        assert_eq!(
+            batch.entries[1].op,
+            Op::Delete {
+                after: create.position
+            }
+        );
+        assert_eq!(batch.acks, vec![(a.member, delete)]);
+        let states = c.members(&[a.member, gone]).await.unwrap();
+        assert!(states[0].registered && states[0].lease_live);
+        assert_eq!(states[0].acked, delete);
+        assert!(!states[1].registered && !states[1].lease_live);
+        assert_eq!((states[1].renewals, states[1].acked), (0, Position::ZERO));
+        assert!(c.renew(a.member, LEASE).await.unwrap());
+        assert_eq!(c.members(&[a.member]).await.unwrap()[0].renewals, 1);
+        assert_eq!(c.trim().await.unwrap(), 1);
+        assert!(c.trimmed_after(Position::ZERO).await.unwrap());
+        assert_eq!(c.top().await.unwrap(), delete);
+        assert_eq!(c.in_flight().await.unwrap(), vec![b"ada".to_vec()]);
+    });
+}
+
+#[test]
 fn a_fleet_name_that_is_no_hash_tag_is_refused() {
     common::runtime().block_on(async {
         for name in ["", "}users"] {

@@ -1243,13 +1243,14 @@ impl Coordinator for RedisCoordinator {
                 members.len()
             )));
         }
-        let flag = |value: &Value| matches!(value, Value::Int(1));
+        // A Lua `false` (a missing field) is a null in RESP2 and may be a boolean in RESP3.
+        let flag = |value: &Value| matches!(value, Value::Int(1) | Value::Boolean(true));
         members
             .iter()
             .zip(values.chunks(4))
             .map(|(&member, state)| {
                 let renewals = match &state[2] {
-                    Value::Nil => 0,
+                    Value::Nil | Value::Boolean(false) => 0,
                     value => {
                         let count = text(value, "a renewal count")?;
                         count.parse().map_err(|_| {
@@ -1258,7 +1259,7 @@ impl Coordinator for RedisCoordinator {
                     }
                 };
                 let acked = match &state[3] {
-                    Value::Nil => Position::ZERO,
+                    Value::Nil | Value::Boolean(false) => Position::ZERO,
                     value => position(
                         text(value, "an acknowledged position")?,
                         &format!("member {}'s acknowledged position", member.0),
