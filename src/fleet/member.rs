@@ -538,7 +538,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         let warming = guard.is_warming();
         // A warm-up that loaded pages before the registration (or creates made before it)
         // may lack rows other members created meanwhile: a rebuild follows the warm-up.
-        let filled_before = guard.filter().len() > 0;
+        let filled_before = !guard.filter().is_empty();
         {
             let mut state = shared.state();
             state.member = Some(registration.member);
