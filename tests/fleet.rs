@@ -82,6 +82,12 @@ async fn fleet_of(n: usize, pg: &str, redis: &str) -> (String, String, Vec<(Guar
     (name, table, members)
 }
 
+/// The `q` quantile of `times` (sorted in place).
+fn percentile(times: &mut [Duration], q: f64) -> Duration {
+    times.sort();
+    times[((times.len() - 1) as f64 * q).round() as usize]
+}
+
 fn servers() -> Option<(String, String)> {
     Some((server_url(&POSTGRES)?, server_url(&REDIS)?))
 }
@@ -101,26 +107,49 @@ fn a_create_through_one_member_is_present_on_the_others() {
             let members = Arc::clone(&members);
             tasks.push(tokio::spawn(async move {
                 let mut false_negatives = 0;
+                let mut latencies = Vec::new();
                 for i in 0..400i64 {
                     let key = (w as i64) * 1_000_000 + i;
                     let (writer, _) = &members[w];
+                    let started = Instant::now();
                     writer.put(&key, &format!("row {key}")).await.unwrap();
+                    latencies.push(started.elapsed());
                     let (reader, _) = &members[(w + 1) % 3];
                     if reader.admit(&key) == Admission::Blocked {
                         false_negatives += 1;
                     }
                     assert_eq!(reader.get(&key).await.unwrap(), Some(format!("row {key}")));
                 }
-                false_negatives
+                (false_negatives, latencies)
             }));
         }
         let mut false_negatives = 0;
+        let mut latencies = Vec::new();
         for task in tasks {
-            false_negatives += task.await.unwrap();
+            let (count, mut times) = task.await.unwrap();
+            false_negatives += count;
+            latencies.append(&mut times);
         }
         assert_eq!(
             false_negatives, 0,
             "members answered absent for created rows"
+        );
+        // The same creates on a guard alone over the same database, for the barrier's cost.
+        let alone = guard(store(&pg, &unique_name("alone")).await);
+        alone.warm_up(1_000, |_| {}).await.unwrap();
+        let mut baseline = Vec::new();
+        for key in 0..1_200i64 {
+            let started = Instant::now();
+            alone.put(&key, &format!("row {key}")).await.unwrap();
+            baseline.push(started.elapsed());
+        }
+        eprintln!(
+            "create latency, 3 members, 3 concurrent writers: p50 {:?} p99 {:?}; a guard alone, \
+             one writer: p50 {:?} p99 {:?}",
+            percentile(&mut latencies, 0.50),
+            percentile(&mut latencies, 0.99),
+            percentile(&mut baseline, 0.50),
+            percentile(&mut baseline, 0.99),
         );
         let calls_before: Vec<u64> = members
             .iter()
@@ -142,6 +171,7 @@ fn a_create_through_one_member_is_present_on_the_others() {
             // The tasks' own calls (reads, renewals) go on; lookups add none: 3,000 lookups
             // within well under a second add at most a few task calls.
             let during = fleet.stats().coordinator_calls - before;
+            eprintln!("coordinator calls during 3,000 lookups on one member: {during}");
             assert!(
                 during < 100,
                 "{during} coordinator calls during 3,000 lookups"
