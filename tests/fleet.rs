@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::servers::{server_url, POSTGRES, REDIS};
 use common::{unique_name, OwnRedis};
-use cuckoo_guard::fleet::{Fleet, FleetConfig, RedisCoordinator};
+use cuckoo_guard::fleet::{Coordinator, Fleet, FleetConfig, RedisCoordinator};
 use cuckoo_guard::guard::{Admission, AsyncCacheGuard, GuardError, RebuildPolicy};
 use cuckoo_guard::stores::PostgresStore;
 use cuckoo_guard::CuckooFilter;
@@ -380,5 +380,48 @@ fn the_sentinel_finds_rows_written_around_the_fleet() {
         for key in 10_000..10_010i64 {
             assert_ne!(member.admit(&key), Admission::Blocked);
         }
+    });
+}
+
+/// A member expelled (its lease deleted, as if it had paused past it) while the log is
+/// trimmed past its position: its renewal finds the lease gone, its rejoin finds its old
+/// registration gone, and it rebuilds from the store; creates made meanwhile on another
+/// member are present on it afterwards.
+#[test]
+fn a_member_trimmed_past_rebuilds() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let (name, _, members) = fleet_of(2, &pg, &redis).await;
+        let (a, fleet_a) = &members[0];
+        let (b, fleet_b) = &members[1];
+        let coordinator = coordinator(&redis, &name).await;
+        let slow = fleet_b.member().expect("registered");
+        let mut connection = redis::Client::open(redis.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(format!("{}:lease:{}", coordinator.key_prefix(), slow.0))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(coordinator.expel(slow).await.unwrap());
+        for key in 0..300i64 {
+            a.put(&key, &format!("row {key}")).await.unwrap();
+        }
+        let trimmed = coordinator.trim().await.unwrap();
+        eprintln!("trimmed {trimmed} entries past the expelled member");
+        until("the expelled member rebuilt and serves", || {
+            fleet_b.stats().rebuilds_asked >= 1
+                && b.stats().rebuilds >= 1
+                && fleet_b.stats().serving
+        })
+        .await;
+        for key in 0..300i64 {
+            assert_ne!(b.admit(&key), Admission::Blocked, "key {key}");
+        }
+        assert!(fleet_b.stats().rejoins >= 1);
+        assert!(fleet_a.stats().creates_announced >= 300);
     });
 }
