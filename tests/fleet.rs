@@ -425,3 +425,35 @@ fn a_member_trimmed_past_rebuilds() {
         assert!(fleet_a.stats().creates_announced >= 300);
     });
 }
+
+/// A create announced (and acknowledged) **before** a member joined, whose row is written
+/// **after** the joiner's scan: the joiner takes the key from the coordinator's in-flight
+/// creates at its registration ([fleet.M5]) and never answers "absent" for it.
+#[test]
+fn a_create_in_flight_across_a_join_is_present_on_the_joiner() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let (name, table, members) = fleet_of(1, &pg, &redis).await;
+        let (_, fleet_a) = &members[0];
+        // An outside writer announces 77 through member A; the row is not written yet.
+        let announcement = fleet_a.announce_created(&77).await.unwrap();
+        let joiner = guard(store(&pg, &table).await);
+        let fleet = Fleet::join(&joiner, coordinator(&redis, &name).await, config(&name))
+            .await
+            .unwrap();
+        until("the joiner serves", || fleet.stats().serving).await;
+        // The write lands after the joiner's warm-up scanned the (empty) table.
+        let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .execute(&format!("INSERT INTO \"{table}\" VALUES (77, 'late')"), &[])
+            .await
+            .unwrap();
+        announcement.ended().await;
+        assert_ne!(joiner.admit(&77), Admission::Blocked);
+        assert_eq!(joiner.get(&77).await.unwrap(), Some(String::from("late")));
+        assert_eq!(joiner.admit(&78), Admission::Blocked);
+    });
+}
