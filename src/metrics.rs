@@ -16,6 +16,8 @@
 //! | `cuckoo_guard_store_hits_total` | counter | [`GuardStats::store_hits`] |
 //! | `cuckoo_guard_false_positives_total` | counter | [`GuardStats::false_positives`] |
 //! | `cuckoo_guard_memo_hits_total` | counter | [`GuardStats::memo_hits`] |
+//! | `cuckoo_guard_shadow_would_block_total` | counter | [`GuardStats::shadow_would_block`]: shadow lookups the filter ruled out |
+//! | `cuckoo_guard_shadow_false_negatives_total` | counter | [`GuardStats::shadow_false_negatives`]: of those, the ones the store found |
 //! | `cuckoo_guard_store_errors_total` | counter | [`GuardStats::store_errors`] |
 //! | `cuckoo_guard_writes_total{kind}` | counter | creates, updates, deletes |
 //! | `cuckoo_guard_writes_refused_total{reason}` | counter | `full`, `contended` |
@@ -37,6 +39,16 @@
 //! | `cuckoo_guard_rebuilding` | gauge | 1 while a rebuild runs, else 0 |
 //! | `cuckoo_guard_last_rebuild_seconds` | gauge | the last rebuild's duration |
 //! | `cuckoo_guard_last_rebuild_keys` | gauge | the keys its scan returned |
+//!
+//! A shadow-mode tower layer (features `tower` and `metrics`) counts on its own, from the
+//! HTTP responses rather than the store; `record_shadow` writes its `ShadowStats`, labelled
+//! `guard` likewise:
+//!
+//! | metric | kind | from |
+//! |---|---|---|
+//! | `cuckoo_guard_layer_shadow_checked_total` | counter | `ShadowStats::checked` |
+//! | `cuckoo_guard_layer_shadow_would_block_total` | counter | `ShadowStats::would_block` |
+//! | `cuckoo_guard_layer_shadow_false_negatives_total` | counter | `ShadowStats::would_be_false_negatives` |
 //!
 //! # Examples
 //!
@@ -102,6 +114,31 @@ pub fn describe() {
         "cuckoo_guard_memo_hits_total",
         Unit::Count,
         "Lookups the filter passed that the false-positive memo answered absent without the store."
+    );
+    describe_counter!(
+        "cuckoo_guard_shadow_would_block_total",
+        Unit::Count,
+        "Shadow lookups the filter ruled out; they went to the store."
+    );
+    describe_counter!(
+        "cuckoo_guard_shadow_false_negatives_total",
+        Unit::Count,
+        "Shadow lookups the filter ruled out that the store found: would-be false negatives."
+    );
+    describe_counter!(
+        "cuckoo_guard_layer_shadow_checked_total",
+        Unit::Count,
+        "Requests a shadow-mode layer asked the filter about."
+    );
+    describe_counter!(
+        "cuckoo_guard_layer_shadow_would_block_total",
+        Unit::Count,
+        "Requests a shadow-mode layer would have blocked; the service answered them."
+    );
+    describe_counter!(
+        "cuckoo_guard_layer_shadow_false_negatives_total",
+        Unit::Count,
+        "Requests a shadow-mode layer would have blocked that the service answered 2xx."
     );
     describe_gauge!(
         "cuckoo_guard_memo_entries",
@@ -227,6 +264,14 @@ pub fn record(stats: &GuardStats, name: &str) {
         ("cuckoo_guard_store_hits_total", stats.store_hits),
         ("cuckoo_guard_false_positives_total", stats.false_positives),
         ("cuckoo_guard_memo_hits_total", stats.memo_hits),
+        (
+            "cuckoo_guard_shadow_would_block_total",
+            stats.shadow_would_block,
+        ),
+        (
+            "cuckoo_guard_shadow_false_negatives_total",
+            stats.shadow_false_negatives,
+        ),
         ("cuckoo_guard_store_errors_total", stats.store_errors),
         ("cuckoo_guard_growth_steps_total", stats.growth_steps),
         ("cuckoo_guard_missing_copies_total", stats.missing_copies),
@@ -296,6 +341,38 @@ pub fn record(stats: &GuardStats, name: &str) {
     ];
     for (metric, value) in gauges {
         gauge!(metric, "guard" => guard.clone()).set(value);
+    }
+}
+
+/// Writes a shadow-mode layer's counters into the installed recorder, labelled
+/// `guard = name` (features `tower` and `metrics`): see the [module](self) for the metrics.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use cuckoo_guard::tower::{key, GuardLayer};
+/// use cuckoo_guard::CuckooFilter;
+///
+/// let shadow = GuardLayer::new(Arc::new(CuckooFilter::with_capacity(100)), key::path_segment::<u64>(1)).shadow();
+/// // In the scrape handler, beside `record(&guard.stats(), "users")`:
+/// cuckoo_guard::metrics::record_shadow(&shadow.stats(), "users");
+/// ```
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub fn record_shadow(stats: &crate::tower::ShadowStats, name: &str) {
+    for (metric, value) in [
+        ("cuckoo_guard_layer_shadow_checked_total", stats.checked),
+        (
+            "cuckoo_guard_layer_shadow_would_block_total",
+            stats.would_block,
+        ),
+        (
+            "cuckoo_guard_layer_shadow_false_negatives_total",
+            stats.would_be_false_negatives,
+        ),
+    ] {
+        counter!(metric, "guard" => name.to_owned()).absolute(value);
     }
 }
 
@@ -387,6 +464,100 @@ mod tests {
         assert_eq!(
             find(MetricKind::Gauge, "cuckoo_guard_memo_entries", &[]),
             &DebugValue::Gauge(1024.0.into())
+        );
+    }
+
+    /// The counters `record` (and, with the layer, `record_shadow`) wrote, by name.
+    fn counters(record: impl FnOnce()) -> Vec<(String, u64)> {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, record);
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, _, value)| match value {
+                DebugValue::Counter(n) if key.kind() == MetricKind::Counter => {
+                    assert!(key
+                        .key()
+                        .labels()
+                        .any(|l| l.key() == "guard" && l.value() == "shadowed"));
+                    Some((key.key().name().to_owned(), n))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn record_writes_the_shadow_counters() {
+        use crate::guard::Store;
+
+        let guard = CacheGuard::new(
+            CuckooFilter::with_capacity(100),
+            MemoryStore::<u32, ()>::new(),
+        );
+        guard.warm_up(100, |_| {}).unwrap();
+        guard.store().put(&1, &()).unwrap();
+        assert_eq!(guard.shadow_get(&1).unwrap(), Some(()));
+        assert_eq!(guard.shadow_get(&2).unwrap(), None);
+        let stats = guard.stats();
+        let written = counters(|| record(&stats, "shadowed"));
+        let value = |name: &str| {
+            written
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("{name} not written"))
+                .1
+        };
+        assert_eq!(value("cuckoo_guard_shadow_would_block_total"), 2);
+        assert_eq!(value("cuckoo_guard_shadow_false_negatives_total"), 1);
+        assert_eq!(value("cuckoo_guard_blocked_total"), 0);
+        assert_eq!(value("cuckoo_guard_lookups_total"), 2);
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn record_shadow_writes_the_layer_counters() {
+        use std::sync::Arc;
+
+        use tower::{service_fn, Layer, ServiceExt};
+
+        use crate::tower::{key, GuardLayer};
+
+        let filter = Arc::new(CuckooFilter::with_capacity(100));
+        filter.insert(&1u64).unwrap();
+        // The filter's own false positives (a random hasher) pass: expect what it rules out.
+        let ruled_out = |key: u64| u64::from(!filter.contains(&key));
+        let (would_block, false_negatives) = (ruled_out(2) + ruled_out(3), ruled_out(2));
+        let shadow = GuardLayer::new(Arc::clone(&filter), key::path_segment::<u64>(0)).shadow();
+        let service = shadow.layer(service_fn(|request: http::Request<()>| async move {
+            let mut response = http::Response::new(());
+            if request.uri().path() == "/3" {
+                *response.status_mut() = http::StatusCode::NOT_FOUND;
+            }
+            Ok::<_, std::convert::Infallible>(response)
+        }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for path in ["/1", "/2", "/3", "/none"] {
+            let request = http::Request::get(path).body(()).unwrap();
+            runtime.block_on(service.clone().oneshot(request)).unwrap();
+        }
+        let written = counters(|| record_shadow(&shadow.stats(), "shadowed"));
+        let mut written: Vec<_> = written.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        written.sort_unstable();
+        assert_eq!(
+            written,
+            [
+                ("cuckoo_guard_layer_shadow_checked_total", 3),
+                (
+                    "cuckoo_guard_layer_shadow_false_negatives_total",
+                    false_negatives
+                ),
+                ("cuckoo_guard_layer_shadow_would_block_total", would_block),
+            ]
         );
     }
 }

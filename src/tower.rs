@@ -37,6 +37,17 @@
 //! routes in a router of their own and merge it, so no other route is checked against this
 //! guard's keys.
 //!
+//! # Shadow mode, for a rollout
+//!
+//! [`GuardLayer::shadow`] gives a [`ShadowLayer`]: it asks the filter about the same requests
+//! but calls the service for every one, and counts what it would have blocked
+//! ([`ShadowStats::would_block`]) and which of those the service then answered with a `2xx`
+//! ([`ShadowStats::would_be_false_negatives`]: each is also reported once per key on standard
+//! error). Run it until the would-be false negatives stay at 0, then drop `.shadow()`. A
+//! ruled-out request carries [`Admission::Shadow`], which a handler's `get_admitted` reads
+//! from the store (the guard counts its findings in
+//! [`GuardStats::shadow_false_negatives`](crate::guard::GuardStats::shadow_false_negatives)).
+//!
 //! # With axum
 //!
 //! Put the layer on the routes with [`Router::route_layer`](https://docs.rs/axum/latest/axum/struct.Router.html#method.route_layer),
@@ -149,6 +160,9 @@ use crate::guard::{Admission, AsyncCacheGuard, AsyncStore, CacheGuard, Store};
 use crate::CuckooFilter;
 
 pub mod key;
+mod shadow;
+
+pub use self::shadow::{ShadowFuture, ShadowLayer, ShadowService, ShadowStats};
 
 /// Something that decides, from a filter alone, whether a lookup of a key may go on.
 ///
@@ -172,17 +186,50 @@ pub mod key;
 pub trait Admit<K: ?Sized> {
     /// The filter's decision for `key`.
     fn admit(&self, key: &K) -> Admission;
+
+    /// The filter's decision for `key` in shadow mode ([`ShadowLayer`]): "absent" is
+    /// [`Admission::Shadow`], which a handler's `get_admitted` reads from the store. The
+    /// guards count it as a would-be block ([`GuardStats::shadow_would_block`](crate::guard::GuardStats::shadow_would_block));
+    /// by default it is [`admit`](Self::admit)'s decision with `Blocked` answered `Shadow`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::Admission;
+    /// use cuckoo_guard::tower::Admit;
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(10);
+    /// assert_eq!(Admit::<u32>::admit_shadow(&filter, &7), Admission::Shadow);
+    /// filter.insert(&7u32)?;
+    /// assert_eq!(Admit::<u32>::admit_shadow(&filter, &7), Admission::Pass);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn admit_shadow(&self, key: &K) -> Admission {
+        match self.admit(key) {
+            Admission::Blocked => Admission::Shadow,
+            other => other,
+        }
+    }
 }
 
 impl<St: Store, H: BuildHasher> Admit<St::Key> for CacheGuard<St, H> {
     fn admit(&self, key: &St::Key) -> Admission {
         CacheGuard::admit(self, key)
     }
+
+    fn admit_shadow(&self, key: &St::Key) -> Admission {
+        CacheGuard::admit_shadow(self, key)
+    }
 }
 
 impl<St: AsyncStore, H: BuildHasher + Sync> Admit<St::Key> for AsyncCacheGuard<St, H> {
     fn admit(&self, key: &St::Key) -> Admission {
         AsyncCacheGuard::admit(self, key)
+    }
+
+    fn admit_shadow(&self, key: &St::Key) -> Admission {
+        AsyncCacheGuard::admit_shadow(self, key)
     }
 }
 
@@ -200,11 +247,19 @@ impl<K: ?Sized, T: Admit<K> + ?Sized> Admit<K> for Arc<T> {
     fn admit(&self, key: &K) -> Admission {
         (**self).admit(key)
     }
+
+    fn admit_shadow(&self, key: &K) -> Admission {
+        (**self).admit_shadow(key)
+    }
 }
 
 impl<K: ?Sized, T: Admit<K> + ?Sized> Admit<K> for &T {
     fn admit(&self, key: &K) -> Admission {
         (**self).admit(key)
+    }
+
+    fn admit_shadow(&self, key: &K) -> Admission {
+        (**self).admit_shadow(key)
     }
 }
 

@@ -74,7 +74,10 @@ async fn fleet_of(n: usize, pg: &str, redis: &str) -> (String, Vec<(Guard, Membe
             .unwrap();
         members.push((guard, fleet));
     }
-    until("every member serves", || members.iter().all(|(_, f)| f.stats().serving)).await;
+    until("every member serves", || {
+        members.iter().all(|(_, f)| f.stats().serving)
+    })
+    .await;
     (name, members)
 }
 
@@ -114,8 +117,14 @@ fn a_create_through_one_member_is_present_on_the_others() {
         for task in tasks {
             false_negatives += task.await.unwrap();
         }
-        assert_eq!(false_negatives, 0, "members answered absent for created rows");
-        let calls_before: Vec<u64> = members.iter().map(|(_, f)| f.stats().coordinator_calls).collect();
+        assert_eq!(
+            false_negatives, 0,
+            "members answered absent for created rows"
+        );
+        let calls_before: Vec<u64> = members
+            .iter()
+            .map(|(_, f)| f.stats().coordinator_calls)
+            .collect();
         let mut blocked = 0;
         for key in 5_000_000..5_001_000i64 {
             for (guard, _) in members.iter() {
@@ -124,17 +133,27 @@ fn a_create_through_one_member_is_present_on_the_others() {
                 }
             }
         }
-        assert!(blocked > 2_900, "serving members block absent keys ({blocked} of 3000)");
+        assert!(
+            blocked > 2_900,
+            "serving members block absent keys ({blocked} of 3000)"
+        );
         for ((_, fleet), before) in members.iter().zip(calls_before) {
             // The tasks' own calls (reads, renewals) go on; lookups add none: 3,000 lookups
             // within well under a second add at most a few task calls.
             let during = fleet.stats().coordinator_calls - before;
-            assert!(during < 100, "{during} coordinator calls during 3,000 lookups");
+            assert!(
+                during < 100,
+                "{during} coordinator calls during 3,000 lookups"
+            );
         }
         for (guard, fleet) in members.iter() {
             let stats = fleet.stats();
             assert!(stats.creates_announced >= 400, "{stats:?}");
-            assert!(guard.stats().fleet_creates_applied >= 800, "{:?}", guard.stats());
+            assert!(
+                guard.stats().fleet_creates_applied >= 800,
+                "{:?}",
+                guard.stats()
+            );
         }
     });
 }
@@ -234,8 +253,12 @@ fn a_member_joining_mid_run_misses_nothing() {
 /// serve again without a false negative.
 #[test]
 fn a_restarted_coordinator_fails_open_then_recovers() {
-    let Some(pg) = server_url(&POSTGRES) else { return };
-    let Some(mut own) = OwnRedis::start(&[]) else { return };
+    let Some(pg) = server_url(&POSTGRES) else {
+        return;
+    };
+    let Some(mut own) = OwnRedis::start(&[]) else {
+        return;
+    };
     let redis = own.url();
     common::runtime().block_on(async {
         let (_, members) = fleet_of(2, &pg, &redis).await;
@@ -250,7 +273,11 @@ fn a_restarted_coordinator_fails_open_then_recovers() {
             Err(GuardError::Fleet(_)) => {}
             other => panic!("a create while the coordinator is down: {other:?}"),
         }
-        assert_eq!(b.get(&1_000).await.unwrap(), None, "the refused create left no row");
+        assert_eq!(
+            b.get(&1_000).await.unwrap(),
+            None,
+            "the refused create left no row"
+        );
         until("the members fail open", || {
             b.admit(&2_000_000) == Admission::FailOpen
         })
@@ -270,5 +297,56 @@ fn a_restarted_coordinator_fails_open_then_recovers() {
             assert_ne!(a.admit(&key), Admission::Blocked);
         }
         assert!(b.stats().passed_failing_open >= 1);
+    });
+}
+
+/// Rows inserted by SQL behind the fleet's back: the drift sentinel finds one, fails open
+/// and rebuilds; afterwards the member holds the rows. Reports the time to detection.
+#[test]
+fn the_sentinel_finds_rows_written_around_the_fleet() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let table = unique_name("fleet");
+        let name = unique_name("fleet");
+        let member = guard(store(&pg, &table).await);
+        let fleet = Fleet::join(
+            &member,
+            coordinator(&redis, &name).await,
+            config(&name).sentinel_rate(50),
+        )
+        .await
+        .unwrap();
+        until("the member serves", || fleet.stats().serving).await;
+        for key in 0..990i64 {
+            member.put(&key, &format!("row {key}")).await.unwrap();
+        }
+        // 1% of the rows written around the guard, as a migration would.
+        let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO \"{table}\" SELECT g, 'outside ' || g FROM generate_series(10000, 10009) g"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        let drifted = Instant::now();
+        until("the sentinel finds the drift", || fleet.stats().sentinel_misses > 0).await;
+        eprintln!(
+            "the sentinel found a 1% drift after {:?} at 50 rows/s ({} rows sampled)",
+            drifted.elapsed(),
+            fleet.stats().sentinel_samples
+        );
+        until("the member serves again after its rebuild", || {
+            member.stats().rebuilds >= 1 && fleet.stats().serving
+        })
+        .await;
+        for key in 10_000..10_010i64 {
+            assert_ne!(member.admit(&key), Admission::Blocked);
+        }
     });
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use common::Make;
@@ -84,6 +85,63 @@ fn conformance_with_text_keys_and_bytea_values() {
             value: |v| v.to_le_bytes().to_vec(),
         };
         common::conformance(Arc::new(store), make).await;
+        drop_table(&url, &table).await;
+    });
+}
+
+#[test]
+fn sampling() {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_sample");
+        let store = store(&url, &table).await;
+        assert!(store.fast_sampling());
+        common::sampling(&store, INTEGER_KEYS).await;
+        drop_table(&url, &table).await;
+    });
+}
+
+/// A table large enough for a block sample (200,000 rows in about 1,000 blocks, analyzed):
+/// the sample plans about 3% of the blocks (32 at least), some 6,000 rows, so 100 come back
+/// unless the server's block choice is wildly off; over 20 samples the keys reach every
+/// tenth of the table, which a sample that kept to the first blocks it read would not.
+/// Unanalyzed, the same table is sampled as one row per block would be (more blocks).
+#[test]
+fn sampling_a_large_table_by_block() {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_sample_large");
+        let store = store(&url, &table).await;
+        let rows = 200_000i64;
+        let fill = format!(
+            "INSERT INTO \"{table}\" (key, value) \
+             SELECT g, 'value ' || g FROM generate_series(0, {}) g",
+            rows - 1
+        );
+        client(&url).await.batch_execute(&fill).await.unwrap();
+        let all: BTreeSet<i64> = (0..rows).collect();
+        for analyzed in [false, true] {
+            if analyzed {
+                let analyze = format!("ANALYZE \"{table}\"");
+                client(&url).await.batch_execute(&analyze).await.unwrap();
+            }
+            let mut tenths = BTreeSet::new();
+            for _ in 0..20 {
+                let sample = store.sample_keys(100).await.unwrap();
+                common::check_sample(&sample, 100, &all);
+                assert_eq!(sample.len(), 100, "analyzed: {analyzed}");
+                tenths.extend(sample.iter().map(|k| k * 10 / rows));
+            }
+            assert_eq!(
+                tenths.len(),
+                10,
+                "analyzed: {analyzed}: tenths reached {tenths:?}"
+            );
+        }
         drop_table(&url, &table).await;
     });
 }

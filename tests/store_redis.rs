@@ -72,6 +72,70 @@ fn conformance_with_integer_keys_and_binary_values() {
 }
 
 #[test]
+fn sampling() {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, &common::unique_name("cg"))
+            .await
+            .unwrap();
+        assert!(store.fast_sampling());
+        common::sampling(&store, TEXT).await;
+        assert!(store.fast_sampling(), "the server took HRANDFIELD");
+        cleanup(&url, &store).await;
+    });
+}
+
+/// The sample is of the rows' hash: a row written over another connection without its index
+/// entry (which scans miss) is drawn too.
+#[test]
+fn sampling_reaches_rows_missing_from_the_index() {
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, &common::unique_name("cg"))
+            .await
+            .unwrap();
+        store.put(&"indexed".into(), &"v".into()).await.unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(store.rows_key())
+            .arg("around the store")
+            .arg("v")
+            .query_async(&mut connection(&url).await)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.scan_keys(None, 10).await.unwrap().keys,
+            vec!["indexed"]
+        );
+        let mut sample = store.sample_keys(10).await.unwrap();
+        sample.sort();
+        assert_eq!(sample, vec!["around the store", "indexed"]);
+        cleanup(&url, &store).await;
+    });
+}
+
+/// A server that refuses `HRANDFIELD` (renamed away here, as on servers before 6.2) is
+/// sampled by a scan of the index, and the store says sampling is no longer fast.
+#[test]
+fn a_server_without_hrandfield_is_sampled_by_scan() {
+    let Some(server) = OwnRedis::start(&["--rename-command", "HRANDFIELD", ""]) else {
+        return;
+    };
+    let url = server.url();
+    common::runtime().block_on(async {
+        let store = RedisStore::<String, String>::connect(&url, "cg_sample")
+            .await
+            .unwrap();
+        assert!(store.fast_sampling());
+        common::sampling(&store, TEXT).await;
+        assert!(!store.fast_sampling(), "the server refused HRANDFIELD");
+    });
+}
+
+#[test]
 fn errors_surface_when_the_keys_hold_other_types() {
     let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
         return;

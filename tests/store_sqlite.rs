@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -64,6 +65,144 @@ fn conformance_with_text_keys_blob_values_and_awkward_names() {
         std::sync::Arc::new(Blocking::new(store)),
         make,
     ));
+}
+
+#[test]
+#[cfg(feature = "tokio")]
+fn sampling_through_the_blocking_bridge() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Blocking::new(open(&dir));
+    assert!(cuckoo_guard::guard::AsyncStore::fast_sampling(&store));
+    common::runtime().block_on(common::sampling(&store, INTEGER_KEYS));
+}
+
+/// Random rowids over a table with holes: every row is still drawn, and the sample keeps
+/// to rows that exist.
+#[test]
+fn sampling_a_table_with_gaps_reaches_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    for k in 0..2_000 {
+        store.put(&k, &format!("value {k}")).unwrap();
+    }
+    // Keep 40 rows (the key is the rowid): key 0, then each behind 1 to 77 missing rowids.
+    let kept: Vec<i64> = (0..40i64).map(|i| i * (i + 1)).collect();
+    for k in 0..2_000 {
+        if !kept.contains(&k) {
+            assert!(store.delete(&k).unwrap());
+        }
+    }
+    assert!(store.fast_sampling());
+    let rows: BTreeSet<i64> = kept.iter().copied().collect();
+    let mut seen = BTreeSet::new();
+    // The row behind the narrowest gap (key 0, 1 rowid of 1,561) is drawn with probability
+    // about 3 * 1/1561 per sample of 3; it is missed by 20,000 samples with probability
+    // about (1 - 3/1561)^20000, below 1e-16.
+    for round in 1.. {
+        let sample = store.sample_keys(3).unwrap();
+        common::check_sample(&sample, 3, &rows);
+        assert_eq!(sample.len(), 3);
+        seen.extend(sample);
+        if seen.len() == rows.len() {
+            break;
+        }
+        assert!(
+            round < 20_000,
+            "never drew {:?}",
+            rows.difference(&seen).collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(
+        store.sample_keys(100).unwrap().len(),
+        40,
+        "every row when n exceeds them"
+    );
+}
+
+/// A rowid table samples uniformly: 5,000 samples of 10 keys from 100 rows draw each key
+/// 500 times on average (a binomial spread of about 21); each stays within 150 of that.
+#[test]
+fn sampling_a_dense_table_is_uniform() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    for k in 0..100 {
+        store.put(&k, &format!("value {k}")).unwrap();
+    }
+    let mut counts = [0u32; 100];
+    for _ in 0..5_000 {
+        for k in store.sample_keys(10).unwrap() {
+            counts[k as usize] += 1;
+        }
+    }
+    for (k, count) in counts.iter().enumerate() {
+        assert!(
+            (350..=650).contains(count),
+            "key {k} drawn {count} times, expected about 500: {counts:?}"
+        );
+    }
+}
+
+/// Tables without rowids the store can name are sampled by a full scan: a `WITHOUT ROWID`
+/// table, and a table whose columns take all three rowid names. A table whose key column is
+/// named `rowid` samples through `_rowid_`.
+#[test]
+fn tables_without_usable_rowids_sample_by_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shapes.db");
+    connect(&path)
+        .execute_batch(
+            "CREATE TABLE plain (key INTEGER PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE nowid (key INTEGER PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+             CREATE TABLE named (rowid TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE taken (rowid TEXT UNIQUE NOT NULL, _rowid_ TEXT, oid TEXT,
+                                 value TEXT NOT NULL);",
+        )
+        .unwrap();
+    let numbered = |table: &str| {
+        SqliteStore::<i64, String>::builder(&path)
+            .table(table)
+            .open()
+            .unwrap()
+    };
+    let texts = |table: &str| {
+        SqliteStore::<String, String>::builder(&path)
+            .table(table)
+            .key_column("rowid")
+            .open()
+            .unwrap()
+    };
+    let (plain, nowid) = (numbered("plain"), numbered("nowid"));
+    let (named, taken) = (texts("named"), texts("taken"));
+    assert!(plain.fast_sampling());
+    assert!(!nowid.fast_sampling());
+    assert!(named.fast_sampling());
+    assert!(!taken.fast_sampling());
+    assert_eq!(nowid.sample_keys(5).unwrap(), Vec::<i64>::new());
+    assert_eq!(taken.sample_keys(5).unwrap(), Vec::<String>::new());
+    for k in 0..300i64 {
+        plain.put(&k, &"v".into()).unwrap();
+        nowid.put(&k, &"v".into()).unwrap();
+        named.put(&format!("k{k}"), &"v".into()).unwrap();
+        taken.put(&format!("k{k}"), &"v".into()).unwrap();
+    }
+    let numbers: BTreeSet<i64> = (0..300).collect();
+    let names: BTreeSet<String> = (0..300).map(|k| format!("k{k}")).collect();
+    for _ in 0..20 {
+        for sample in [
+            plain.sample_keys(30).unwrap(),
+            nowid.sample_keys(30).unwrap(),
+        ] {
+            common::check_sample(&sample, 30, &numbers);
+            assert_eq!(sample.len(), 30);
+        }
+        for sample in [
+            named.sample_keys(30).unwrap(),
+            taken.sample_keys(30).unwrap(),
+        ] {
+            common::check_sample(&sample, 30, &names);
+            assert_eq!(sample.len(), 30);
+        }
+    }
 }
 
 #[test]

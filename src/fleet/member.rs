@@ -82,6 +82,8 @@ pub struct FleetStats {
     pub sentinel_samples: u64,
     /// Rows the store holds and the filter missed: written around the fleet.
     pub sentinel_misses: u64,
+    /// Keys in the log or the in-flight set that did not decode as this guard's key type.
+    pub undecodable: u64,
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +102,7 @@ struct Counters {
     trimmed: AtomicU64,
     sentinel_samples: AtomicU64,
     sentinel_misses: AtomicU64,
+    undecodable: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -151,6 +154,11 @@ struct Shared<C, K> {
     /// The fleet clock, and whether the guard serves (type-erased over its store and
     /// hasher).
     clock: Box<dyn Fn() -> (u64, bool) + Send + Sync>,
+    /// Ends the guard's service for good ([`Fleet::leave`]).
+    stop: Box<dyn Fn() + Send + Sync>,
+    /// When the applier last finished a turn (fleet ms): the keeper renews only while it is
+    /// recent, so a member whose applier died lets its lease lapse.
+    applier_beat: AtomicU64,
     _key: PhantomData<fn(K) -> K>,
 }
 
@@ -191,26 +199,40 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
         add(&self.counters.coordinator_calls, 1);
     }
 
-    /// [fleet.M2]: announce, then wait for every registered member but this one.
-    async fn barrier(&self, key: &K) -> Result<CreateSlot, FleetError> {
+    /// [fleet.M2]: announce, then wait for every registered member but this one (for a
+    /// create of this member's guard, whose filter holds the key already), or for every
+    /// member (for a create outside the guard, `outside`).
+    async fn barrier(&self, key: &K, outside: bool) -> Result<CreateSlot, FleetError> {
         let bytes = encoded(key);
         let started = tokio::time::Instant::now();
+        let deadline = started + self.config.create_timeout_value();
+        // An outside create gets an origin of its own, so this member applies it too.
+        let origin = if outside {
+            InstanceId(random_u64())
+        } else {
+            self.instance
+        };
         self.call();
-        let announced = match self
-            .coordinator
-            .announce_create(self.instance, &bytes)
-            .await
-        {
-            Ok(announced) => announced,
-            Err(error) => {
+        let announcing = self.coordinator.announce_create(origin, &bytes);
+        let announced = match tokio::time::timeout_at(deadline, announcing).await {
+            Ok(Ok(announced)) => announced,
+            Ok(Err(error)) if !outside && self.config.create_policy() == CreatePolicy::Proceed => {
                 self.coordinator_failed("announcing a create", &error);
-                if self.config.create_policy() == CreatePolicy::Proceed {
-                    add(&self.counters.creates_unannounced, 1);
-                    self.state().unannounced.push(bytes);
-                    return Ok(CreateSlot { position: None });
-                }
+                add(&self.counters.creates_unannounced, 1);
+                self.state().unannounced.push(bytes);
+                return Ok(CreateSlot { position: None });
+            }
+            Ok(Err(error)) => {
+                self.coordinator_failed("announcing a create", &error);
                 add(&self.counters.creates_refused, 1);
                 return Err(FleetError::Coordinator(Box::new(error)));
+            }
+            Err(_) => {
+                add(&self.counters.creates_refused, 1);
+                return Err(FleetError::Timeout {
+                    waited: started.elapsed(),
+                    pending: 0,
+                });
             }
         };
         add(&self.counters.creates_announced, 1);
@@ -218,7 +240,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
         if !announced.hold.is_zero() {
             tokio::time::sleep(announced.hold).await;
         }
-        let own = self.state().member;
+        let own = if outside { None } else { self.state().member };
         let mut pending: Vec<MemberId> = announced
             .members
             .into_iter()
@@ -239,27 +261,33 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
             if pending.is_empty() {
                 break;
             }
-            if started.elapsed() > self.config.create_timeout_value() {
+            if tokio::time::Instant::now() >= deadline {
                 add(&self.counters.creates_refused, 1);
                 self.call();
-                let _ = self.coordinator.create_ended(position).await;
+                let ending = self.coordinator.create_ended(position);
+                let _ = tokio::time::timeout(self.config.renew_every(), ending).await;
                 return Err(FleetError::Timeout {
                     waited: started.elapsed(),
                     pending: pending.len(),
                 });
             }
-            if tokio::time::timeout_at(next_poll, notified).await.is_ok() {
+            if tokio::time::timeout_at(next_poll.min(deadline), notified)
+                .await
+                .is_ok()
+            {
                 continue;
             }
             next_poll = tokio::time::Instant::now() + poll;
             self.call();
-            let states = match self.coordinator.members(&pending).await {
-                Ok(states) => states,
-                Err(error) => {
-                    self.coordinator_failed("reading members", &error);
-                    continue;
-                }
-            };
+            let states =
+                match tokio::time::timeout_at(deadline, self.coordinator.members(&pending)).await {
+                    Ok(Ok(states)) => states,
+                    Ok(Err(error)) => {
+                        self.coordinator_failed("reading members", &error);
+                        continue;
+                    }
+                    Err(_) => continue,
+                };
             let (now, _) = (self.clock)();
             for state in states {
                 if !state.registered || state.acked >= position {
@@ -275,7 +303,8 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
                 {
                     // Gone: no lease, and not renewed for a lease's length on this clock.
                     self.call();
-                    if let Ok(true) = self.coordinator.expel(state.member).await {
+                    let expelling = self.coordinator.expel(state.member);
+                    if let Ok(Ok(true)) = tokio::time::timeout_at(deadline, expelling).await {
                         add(&self.counters.members_expelled, 1);
                     }
                     pending.retain(|member| *member != state.member);
@@ -294,7 +323,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
 
 impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Shared<C, K> {
     fn before_create<'a>(&'a self, key: &'a K) -> BoxFuture<'a, Result<CreateSlot, FleetError>> {
-        Box::pin(self.barrier(key))
+        Box::pin(self.barrier(key, false))
     }
 
     fn after_create<'a>(&'a self, slot: CreateSlot, _key: &'a K, known: bool) -> BoxFuture<'a, ()> {
@@ -311,7 +340,14 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
     }
 
     fn delete_begins(&self) -> Position {
-        self.state().applied
+        let state = self.state();
+        if state.unannounced.is_empty() {
+            state.applied
+        } else {
+            // A create written without an announcement may not be in other members'
+            // filters: no member removes a copy for this delete ([fleet.F5]).
+            Position::ZERO
+        }
     }
 
     fn after_delete<'a>(&'a self, key: &'a K, after: Position) -> BoxFuture<'a, ()> {
@@ -337,9 +373,13 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
                 .in_flight()
                 .await
                 .map_err(|error| FleetError::Coordinator(Box::new(error)))?;
-            keys.iter()
-                .map(|bytes| K::decode(bytes).ok_or_else(undecodable))
-                .collect()
+            // A key that does not decode cannot be in this guard's store: skipped, counted.
+            let decoded: Vec<K> = keys.iter().filter_map(|bytes| K::decode(bytes)).collect();
+            add(
+                &self.counters.undecodable,
+                (keys.len() - decoded.len()) as u64,
+            );
+            Ok(decoded)
         })
     }
 
@@ -354,16 +394,10 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
     }
 }
 
-fn undecodable() -> FleetError {
-    FleetError::Config(String::from(
-        "a key in the fleet's log does not decode as this guard's key type: every member \
-         of a fleet must use the same key type",
-    ))
-}
-
 /// One guard's membership of a fleet. Dropping it stops the member's tasks; the guard then
-/// fails open (its deadline passes) until it joins again. [`leave`](Self::leave) also
-/// removes the registration, so writers stop waiting for it at once.
+/// fails open for good (its deadline passes; a guard joins a fleet once: build a new guard
+/// to join again). [`leave`](Self::leave) also ends its service at once and removes the
+/// registration, so writers stop waiting for it.
 ///
 /// # Examples
 ///
@@ -436,6 +470,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         config.check().map_err(GuardError::Fleet)?;
         let instance = InstanceId(random_u64());
         let clock_guard = guard.clone();
+        let stop_guard = guard.clone();
         let shared = Arc::new(Shared {
             coordinator,
             config,
@@ -461,6 +496,12 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 let core = clock_guard.core();
                 (core.fleet_now(), core.fleet_serving())
             }),
+            stop: Box::new(move || {
+                let core = stop_guard.core();
+                core.fleet_stop_serving();
+                core.fleet_set_deadline(0);
+            }),
+            applier_beat: AtomicU64::new(guard.core().fleet_now()),
             _key: PhantomData,
         });
         guard.core().fleet_join();
@@ -481,20 +522,26 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             .core()
             .fleet_set_deadline(shared.config.deadline_after(sent));
         let warming = guard.is_warming();
+        // A warm-up that loaded pages before the registration (or creates made before it)
+        // may lack rows other members created meanwhile: a rebuild follows the warm-up.
+        let filled_before = guard.filter().len() > 0;
         {
             let mut state = shared.state();
             state.member = Some(registration.member);
             state.applied = registration.top;
             state.target = registration.top;
             state.acked = registration.top;
-            if !warming {
-                // A warm guard's filter was filled before the registration.
+            if !warming || filled_before {
+                // The filter was (partly) filled before the registration.
                 state.rebuilds_wanted += 1;
             }
         }
         // [fleet.M5]: the creates in flight at registration, before the scan.
         for bytes in &registration.in_flight {
-            let key = K::decode(bytes).ok_or_else(|| GuardError::Fleet(undecodable()))?;
+            let Some(key) = K::decode(bytes) else {
+                add(&shared.counters.undecodable, 1);
+                continue;
+            };
             if guard.core().apply_create(&key).is_err() {
                 shared.state().rebuilds_wanted += 1;
             }
@@ -540,6 +587,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             trimmed: read(&counters.trimmed),
             sentinel_samples: read(&counters.sentinel_samples),
             sentinel_misses: read(&counters.sentinel_misses),
+            undecodable: read(&counters.undecodable),
         }
     }
 
@@ -572,7 +620,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
     /// # Ok(()) }
     /// ```
     pub async fn announce_created(&self, key: &K) -> Result<Announcement<C, K>, FleetError> {
-        let slot = self.shared.barrier(key).await?;
+        let slot = self.shared.barrier(key, true).await?;
         Ok(Announcement {
             shared: Arc::clone(&self.shared),
             position: slot.position,
@@ -589,6 +637,8 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         for task in self.tasks.drain(..) {
             task.abort();
         }
+        // Before the registration goes: writers stop waiting for this member then.
+        (self.shared.stop)();
         let member = self.shared.state().member.take();
         if let Some(member) = member {
             self.shared.call();
@@ -705,6 +755,10 @@ where
             }
         };
         retry = Duration::from_millis(10);
+        // ORDERING: Relaxed; a liveness hint for the keeper, no data hangs on it.
+        shared
+            .applier_beat
+            .store(guard.core().fleet_now(), Ordering::Relaxed);
         acks_cursor = batch.acks_cursor;
         if !batch.acks.is_empty() {
             for (member, position) in &batch.acks {
@@ -733,7 +787,8 @@ where
                             guard.core().apply_delete(&key, after);
                         }
                     },
-                    None => failed = true,
+                    // Not a key of this guard's type: it cannot be in its store.
+                    None => add(&shared.counters.undecodable, 1),
                 }
                 add(&shared.counters.entries_applied, 1);
             }
@@ -819,6 +874,13 @@ async fn renew_once<St, H, C, K>(
         return;
     };
     let sent = guard.core().fleet_now();
+    // ORDERING: Relaxed; see `applier_beat`.
+    let beat = shared.applier_beat.load(Ordering::Relaxed);
+    if sent.saturating_sub(beat) > 3 * (READ_WAIT.as_millis() as u64) + 2_000 {
+        // The applier has not finished a turn for seconds: let the lease lapse, so writers
+        // stop waiting for acknowledgements that will not come.
+        return;
+    }
     shared.call();
     match shared.coordinator.renew(member, lease).await {
         Ok(true) => {
@@ -908,7 +970,16 @@ where
         state.rebuilds_wanted
     };
     let (guard, shared) = (guard.clone(), Arc::clone(shared));
+    /// Clears `rebuild_running` however the rebuild task ends (a panic included).
+    struct Running<C, K>(Arc<Shared<C, K>>);
+    impl<C, K> Drop for Running<C, K> {
+        fn drop(&mut self) {
+            self.0.state().rebuild_running = false;
+            self.0.wake.notify_one();
+        }
+    }
     tokio::spawn(async move {
+        let running = Running(Arc::clone(&shared));
         // A rebuild already running may have published its next filter before the request:
         // this one starts after it.
         let result = loop {
@@ -919,19 +990,17 @@ where
                 other => break other,
             }
         };
-        let mut state = shared.state();
-        state.rebuild_running = false;
         match result {
-            Ok(_) => state.rebuilds_done = state.rebuilds_done.max(wanted),
-            Err(error) => {
-                drop(state);
-                eprintln!(
-                    "cuckoo-guard: fleet {:?}: a rebuild failed ({error}); retrying",
-                    shared.config.name()
-                );
+            Ok(_) => {
+                let mut state = shared.state();
+                state.rebuilds_done = state.rebuilds_done.max(wanted);
             }
+            Err(error) => eprintln!(
+                "cuckoo-guard: fleet {:?}: a rebuild failed ({error}); retrying",
+                shared.config.name()
+            ),
         }
-        shared.wake.notify_one();
+        drop(running);
     });
 }
 

@@ -78,12 +78,17 @@
 mod coordinator;
 mod key;
 mod member;
+#[cfg(feature = "redis")]
+mod redis;
 
 pub use self::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
 };
 pub use self::key::FleetKey;
 pub use self::member::{Announcement, Fleet, FleetStats};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use self::redis::{RedisCoordinator, RedisCoordinatorBuilder, RedisCoordinatorError};
 pub use crate::guard::{Position, PositionError};
 
 use std::time::Duration;

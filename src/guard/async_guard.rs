@@ -318,7 +318,13 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         if admission.is_blocked() {
             return Ok(None);
         }
-        let probe = self.inner.memo.probe(key, admission);
+        // In a fleet the memo is not consulted: another member's create commits after this
+        // member applied it, and a store read between the two would install "absent".
+        let probe = if self.inner.fleet.get().is_some() {
+            Probe::Skip
+        } else {
+            self.inner.memo.probe(key, admission)
+        };
         if let Probe::Hit = probe {
             self.core().observe_memo_hit();
             return Ok(None);
@@ -328,6 +334,65 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         self.core().observe_get(admission, &result);
         self.inner.memo.settle(key, probe, &result);
         result.map_err(GuardError::Store)
+    }
+
+    /// As [`CacheGuard::shadow_get`](super::CacheGuard::shadow_get): the value of `key`,
+    /// always read from the store, counting what a blocking guard would have blocked
+    /// ([`GuardStats::shadow_would_block`]) and which of those the store found
+    /// ([`GuardStats::shadow_false_negatives`], each key also reported once on standard
+    /// error, at most 64 keys per guard).
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Store`] if the store fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u64, u8>::new());
+    /// guard.warm_up(10, |_| {}).await?;
+    /// AsyncStore::put(guard.store(), &7, &1).await?; // written around the guard
+    /// assert_eq!(guard.shadow_get(&7).await?, Some(1));
+    /// assert_eq!(guard.stats().shadow_false_negatives, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn shadow_get(
+        &self,
+        key: &St::Key,
+    ) -> Result<Option<St::Value>, GuardError<St::Error>>
+    where
+        St::Key: fmt::Debug,
+    {
+        let admission = self.admit_shadow(key);
+        let result = self.inner.store.get(key).await;
+        self.core().observe_get(admission, &result);
+        if admission == Admission::Shadow && matches!(result, Ok(Some(_))) {
+            self.core().report_shadow_miss(key);
+        }
+        result.map_err(GuardError::Store)
+    }
+
+    /// As [`CacheGuard::admit_shadow`](super::CacheGuard::admit_shadow): the filter's decision
+    /// in shadow mode, counted, without the store; "absent" is [`Admission::Shadow`], which
+    /// [`get_admitted`](Self::get_admitted) reads from the store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{Admission, AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// assert_eq!(guard.admit_shadow(&3), Admission::Warming);
+    /// ```
+    pub fn admit_shadow(&self, key: &St::Key) -> Admission {
+        self.core().admit_shadow(key)
     }
 
     /// As [`CacheGuard::may_contain`](super::CacheGuard::may_contain).
@@ -342,7 +407,7 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert!(guard.may_contain(&1)); // warming
     /// ```
     pub fn may_contain(&self, key: &St::Key) -> bool {
-        !self.core().is_ready() || self.core().filter_contains(key)
+        self.core().may_contain(key)
     }
 
     /// As [`CacheGuard::put`](super::CacheGuard::put).

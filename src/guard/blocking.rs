@@ -283,6 +283,17 @@ where
         let secret = secret.clone();
         self.run(move |store| store.write_seal(&secret))
     }
+
+    fn sample_keys(
+        &self,
+        n: usize,
+    ) -> impl Future<Output = Result<Vec<S::Key>, Self::Error>> + Send {
+        self.run(move |store| store.sample_keys(n))
+    }
+
+    fn fast_sampling(&self) -> bool {
+        self.store.fast_sampling()
+    }
 }
 
 /// Why a [`Blocking`] store call failed.

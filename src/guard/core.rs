@@ -68,6 +68,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::shadow::ShadowLog;
 use super::{GuardError, GuardStats, RebuildPolicy, Written};
 use crate::sharded::{bump, Sharded};
 use crate::sync::{pin, AtomicU32, AtomicU64, Ordering, Published};
@@ -158,6 +159,11 @@ pub enum Admission {
     /// The guard is a fleet member that cannot vouch for its filter now (its lease lapsed,
     /// it is catching up or rebuilding, or the coordinator is unreachable): ask the store.
     FailOpen,
+    /// Definitely absent, but the lookup runs in shadow mode
+    /// ([`CacheGuard::shadow_get`](super::CacheGuard::shadow_get), the `tower` feature's
+    /// `ShadowLayer`): ask the store anyway, and count a value it finds as a would-be false
+    /// negative ([`GuardStats::shadow_false_negatives`]).
+    Shadow,
 }
 
 impl Admission {
@@ -328,6 +334,10 @@ struct Shard {
     store_hits: AtomicU64,
     false_positives: AtomicU64,
     memo_hits: AtomicU64,
+    shadow_would_block: AtomicU64,
+    shadow_false_negatives: AtomicU64,
+    /// Shadow lookups the store answered absent: the filter was right.
+    shadow_absent: AtomicU64,
     store_errors: AtomicU64,
     creates: AtomicU64,
     updates: AtomicU64,
@@ -365,6 +375,8 @@ pub(crate) struct GuardCore<H> {
     restart: Mutex<Option<String>>,
     /// In a fleet: whether lookups may answer "absent" ([fleet.F1]).
     fleet: FleetState,
+    /// Would-be false negatives of shadow lookups reported so far.
+    shadow_log: ShadowLog,
     /// The loom models' negative controls: one protocol step each, broken on purpose.
     #[cfg(cuckoo_loom)]
     broken: Broken,
@@ -501,6 +513,7 @@ impl<H: BuildHasher> GuardCore<H> {
             rebuilds: RebuildLog::new(policy, min_capacity),
             restart: Mutex::new(None),
             fleet: FleetState::new(),
+            shadow_log: ShadowLog::default(),
             #[cfg(cuckoo_loom)]
             broken: Broken::default(),
             #[cfg(cuckoo_loom)]
@@ -530,6 +543,11 @@ impl<H: BuildHasher> GuardCore<H> {
             .contains(key)
     }
 
+    /// Whether a lookup would pass `key` to the store (not counted).
+    pub(super) fn may_contain<K: Hash + ?Sized>(&self, key: &K) -> bool {
+        !self.is_ready() || self.decide_warm(key) != Admission::Blocked
+    }
+
     /// Lookup step 1: ask the filter, unless it is still warming up.
     pub(super) fn admit<K: Hash + ?Sized>(&self, key: &K) -> Admission {
         if !self.is_ready() {
@@ -540,16 +558,43 @@ impl<H: BuildHasher> GuardCore<H> {
         }
     }
 
+    /// Lookup step 1 in shadow mode: as [`admit`](Self::admit), except that "absent" is
+    /// counted as a would-be block and answered [`Admission::Shadow`], which goes to the store.
+    pub(super) fn admit_shadow<K: Hash + ?Sized>(&self, key: &K) -> Admission {
+        if !self.is_ready() {
+            bump(&self.shard().warming);
+            Admission::Warming
+        } else if self.filter_contains(key) {
+            bump(&self.shard().passed);
+            Admission::Pass
+        } else {
+            bump(&self.shard().shadow_would_block);
+            Admission::Shadow
+        }
+    }
+
     /// Lookup step 2: count what the store answered.
     pub(super) fn observe_get<V, E>(&self, admission: Admission, result: &Result<Option<V>, E>) {
         let shard = self.shard();
         match result {
-            Ok(Some(_)) => bump(&shard.store_hits),
+            Ok(Some(_)) => {
+                bump(&shard.store_hits);
+                if admission == Admission::Shadow {
+                    bump(&shard.shadow_false_negatives);
+                }
+            }
             // Only a filter that said "maybe" can have produced a false positive.
             Ok(None) if admission == Admission::Pass => bump(&shard.false_positives),
+            Ok(None) if admission == Admission::Shadow => bump(&shard.shadow_absent),
             Ok(None) => {}
             Err(_) => bump(&shard.store_errors),
         }
+    }
+
+    /// Reports a shadow lookup's would-be false negative on standard error, once per key
+    /// within the log's budget.
+    pub(super) fn report_shadow_miss(&self, key: &dyn fmt::Debug) {
+        self.shadow_log.report(key, "the store found it");
     }
 
     /// Lookup step 2 when the false-positive memo answered "absent" (module `memo`): a false
@@ -865,13 +910,15 @@ impl<H: BuildHasher> GuardCore<H> {
         let fail_open = sum(|s| &s.fail_open);
         let false_positives = sum(|s| &s.false_positives);
         let memo_hits = sum(|s| &s.memo_hits);
-        // Memo hits are false positives of the filter too, answered without the store.
-        let negatives = blocked + false_positives + memo_hits;
+        let shadow_would_block = sum(|s| &s.shadow_would_block);
+        // Memo hits are false positives of the filter too, answered without the store; a
+        // shadow lookup the store answered absent is a key the filter rightly ruled out.
+        let negatives = blocked + false_positives + memo_hits + sum(|s| &s.shadow_absent);
         let filter = self.filter();
         let log = self.rebuilds.snapshot();
         let growth_steps = filter.growth_steps();
         GuardStats {
-            lookups: blocked + passed + warming + fail_open,
+            lookups: blocked + passed + warming + fail_open + shadow_would_block,
             blocked,
             passed: passed + warming + fail_open,
             passed_failing_open: fail_open,
@@ -886,6 +933,8 @@ impl<H: BuildHasher> GuardCore<H> {
                 (false_positives + memo_hits) as f64 / negatives as f64
             },
             memo_hits,
+            shadow_would_block,
+            shadow_false_negatives: sum(|s| &s.shadow_false_negatives),
             // Filled in by the guard, which owns the memo.
             memo_entries: 0,
             memo_slots_disabled: 0,

@@ -6,7 +6,7 @@ use std::hash::Hash;
 use std::ops::Bound;
 use std::sync::RwLock;
 
-use super::store::{AsyncStore, ScanPage, Store, Written};
+use super::store::{AsyncStore, SampleRng, ScanPage, Store, Written};
 use super::SealSecret;
 
 /// A [`Store`] (and [`AsyncStore`]) kept in memory: a `BTreeMap` behind a `RwLock`.
@@ -116,6 +116,30 @@ impl<K: Ord, V> MemoryStore<K, V> {
         self.len() == 0
     }
 
+    /// Up to `n` keys, each subset of `min(n, len)` keys equally likely (Knuth's selection
+    /// sampling: one pass in key order under the read lock, taking each key with probability
+    /// wanted / left).
+    fn sample(&self, n: usize) -> Vec<K>
+    where
+        K: Clone,
+    {
+        let rows = self.read();
+        let mut left = rows.map.len();
+        let want = n.min(left);
+        let mut keys = Vec::with_capacity(want);
+        let mut rng = SampleRng::new();
+        for key in rows.map.keys() {
+            if keys.len() == want {
+                break;
+            }
+            if rng.below(left as u64) < (want - keys.len()) as u64 {
+                keys.push(key.clone());
+            }
+            left -= 1;
+        }
+        keys
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Rows<K, V>> {
         // A panic while holding the lock cannot leave the map half-updated (each operation
         // is a single map call), so a poisoned lock is still consistent.
@@ -184,6 +208,13 @@ impl<K: Ord + Hash + Clone + Send, V: Clone> Store for MemoryStore<K, V> {
         self.write().seal = Some(secret.clone());
         Ok(())
     }
+
+    /// Exactly `min(n, len)` keys, every such set of keys equally likely, in key order: one
+    /// pass over the map under its read lock (so [`fast_sampling`](Store::fast_sampling)
+    /// stays `false`), without copying keys it does not take.
+    fn sample_keys(&self, n: usize) -> Result<Vec<K>, Infallible> {
+        Ok(self.sample(n))
+    }
 }
 
 impl<K, V> AsyncStore for MemoryStore<K, V>
@@ -231,5 +262,10 @@ where
 
     async fn write_seal(&self, secret: &SealSecret) -> Result<(), Infallible> {
         Store::write_seal(self, secret)
+    }
+
+    /// As [`Store::sample_keys`] for this store.
+    async fn sample_keys(&self, n: usize) -> Result<Vec<K>, Infallible> {
+        Ok(self.sample(n))
     }
 }

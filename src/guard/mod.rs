@@ -144,6 +144,7 @@ mod memory;
 mod periodic;
 mod rebuild;
 mod restart;
+pub(crate) mod shadow;
 mod store;
 mod sync_guard;
 
@@ -160,6 +161,10 @@ pub use self::memory::MemoryStore;
 pub use self::periodic::{PeriodicSeal, SealReport};
 pub use self::rebuild::{PolicyError, RebuildPolicy, RebuildReason, RebuildReport};
 pub use self::restart::{Exposure, Restart, Sealed};
+#[cfg(feature = "redis")]
+pub(crate) use self::store::sample_by_scan_async;
+#[cfg(feature = "sqlite")]
+pub(crate) use self::store::{sample_by_scan, SampleRng};
 pub use self::store::{AsyncStore, ScanPage, Store, Written};
 pub use self::sync_guard::CacheGuard;
 pub use crate::secret::{SealSecret, SEAL_SECRET_LEN};
@@ -297,7 +302,7 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct GuardStats {
-    /// Lookups made through the guard.
+    /// Lookups made through the guard (shadow lookups included).
     pub lookups: u64,
     /// Lookups the filter answered "absent" without the store.
     pub blocked: u64,
@@ -323,13 +328,23 @@ pub struct GuardStats {
     /// store: replays of a key the store had just answered absent (see
     /// [`CacheGuard::with_memo`]).
     pub memo_hits: u64,
+    /// Shadow lookups ([`CacheGuard::shadow_get`], or a handler's
+    /// [`get_admitted`](CacheGuard::get_admitted) with [`Admission::Shadow`]) the filter
+    /// answered "absent": a blocking guard would have answered them without the store. They
+    /// went to the store, and are not counted in [`blocked`](Self::blocked).
+    pub shadow_would_block: u64,
+    /// Of [`shadow_would_block`](Self::shadow_would_block), those the store answered with a
+    /// value: lookups a blocking guard would have answered "absent" wrongly (rows written
+    /// around the guard). Turn blocking on only while this stays 0.
+    pub shadow_false_negatives: u64,
     /// Slots of the false-positive memo (0: no memo).
     pub memo_entries: usize,
     /// Memo slots a write of unknown outcome disabled for good (its key may appear at any
     /// later time, so its slot no longer remembers absent keys).
     pub memo_slots_disabled: usize,
-    /// `(false_positives + memo_hits) / (false_positives + memo_hits + blocked)`: the share of
-    /// absent keys the filter failed to block.
+    /// `(false_positives + memo_hits) / (false_positives + memo_hits + blocked + absent
+    /// shadow lookups)`: the share of absent keys the filter failed to rule out (a shadow
+    /// lookup the filter ruled out and the store answered absent counts as ruled out).
     pub observed_false_positive_rate: f64,
     /// The rate the filter's width gives at its current load.
     pub expected_false_positive_rate: f64,

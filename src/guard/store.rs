@@ -175,6 +175,55 @@ pub trait Store {
         let _ = secret;
         Ok(())
     }
+
+    /// Up to `n` distinct keys chosen at random among the rows the store holds now, in no
+    /// particular order; empty if the store is. Fewer than `n` come back when the store holds
+    /// fewer rows; an implementation may document other cases. For a drift sentinel, which
+    /// checks sampled keys against the filter: a key missing from the filter is a row written
+    /// around the guard, unless the key was deleted through the guard after it was sampled,
+    /// so read it again ([`get`](Self::get)) before counting it as drift.
+    ///
+    /// The default reads every key ([`scan_keys`](Self::scan_keys) from the start, in pages
+    /// of 1,000) and keeps a reservoir sample: every key the scan returns is equally likely,
+    /// at the cost of O(rows) store reads and O(`n`) memory per call. A store with a cheaper
+    /// sampler overrides this, documents its bias, and says so with
+    /// [`fast_sampling`](Self::fast_sampling).
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{MemoryStore, Store};
+    ///
+    /// let store = MemoryStore::from_rows((0..1_000u32).map(|k| (k, k)));
+    /// let sample = store.sample_keys(10)?;
+    /// assert_eq!(sample.len(), 10);
+    /// assert!(sample.iter().all(|k| *k < 1_000));
+    /// assert!(MemoryStore::<u32, u32>::new().sample_keys(10)?.is_empty());
+    /// # Ok::<(), std::convert::Infallible>(())
+    /// ```
+    fn sample_keys(&self, n: usize) -> Result<Vec<Self::Key>, Self::Error> {
+        sample_by_scan(self, n)
+    }
+
+    /// Whether [`sample_keys`](Self::sample_keys) costs about O(`n`) store reads rather
+    /// than a pass over every row, so a sampler may run it often. The default, `false`,
+    /// fits the default `sample_keys`, which scans every key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{MemoryStore, Store};
+    ///
+    /// // A memory store samples in one pass over its map.
+    /// assert!(!Store::fast_sampling(&MemoryStore::<u8, u8>::new()));
+    /// ```
+    fn fast_sampling(&self) -> bool {
+        false
+    }
 }
 
 /// An asynchronous backing store; the same contract as [`Store`].
@@ -281,6 +330,56 @@ pub trait AsyncStore: Send + Sync {
         let _ = secret;
         std::future::ready(Ok(()))
     }
+
+    /// As [`Store::sample_keys`]: up to `n` distinct keys chosen at random among the rows
+    /// the store holds now. The default scans every key into a reservoir sample (O(rows)
+    /// store reads); a store with a cheaper sampler overrides it and
+    /// [`fast_sampling`](Self::fast_sampling).
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncStore, MemoryStore};
+    ///
+    /// # futures_lite_block_on(async {
+    /// let store = MemoryStore::from_rows((0..100u64).map(|k| (k, k)));
+    /// let sample = AsyncStore::sample_keys(&store, 5).await?;
+    /// assert_eq!(sample.len(), 5);
+    /// # Ok::<(), std::convert::Infallible>(())
+    /// # }).unwrap();
+    /// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let waker = std::task::Waker::noop();
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #     }
+    /// # }
+    /// ```
+    fn sample_keys(
+        &self,
+        n: usize,
+    ) -> impl Future<Output = Result<Vec<Self::Key>, Self::Error>> + Send {
+        sample_by_scan_async(self, n)
+    }
+
+    /// As [`Store::fast_sampling`]: whether `sample_keys` costs about O(`n`) store reads
+    /// rather than a pass over every row. The default is `false`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncStore, MemoryStore};
+    ///
+    /// assert!(!AsyncStore::fast_sampling(&MemoryStore::<u8, u8>::new()));
+    /// ```
+    fn fast_sampling(&self) -> bool {
+        false
+    }
 }
 
 /// A shared store, as for [`Store`].
@@ -347,6 +446,17 @@ impl<S: AsyncStore + ?Sized> AsyncStore for std::sync::Arc<S> {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send {
         (**self).write_seal(secret)
     }
+
+    fn sample_keys(
+        &self,
+        n: usize,
+    ) -> impl Future<Output = Result<Vec<Self::Key>, Self::Error>> + Send {
+        (**self).sample_keys(n)
+    }
+
+    fn fast_sampling(&self) -> bool {
+        (**self).fast_sampling()
+    }
 }
 
 /// A shared store: every call goes to the store behind the `Arc`, so several guards in turn
@@ -404,5 +514,140 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn write_seal(&self, secret: &SealSecret) -> Result<(), Self::Error> {
         (**self).write_seal(secret)
+    }
+
+    fn sample_keys(&self, n: usize) -> Result<Vec<Self::Key>, Self::Error> {
+        (**self).sample_keys(n)
+    }
+
+    fn fast_sampling(&self) -> bool {
+        (**self).fast_sampling()
+    }
+}
+
+/// Keys per page of the default [`Store::sample_keys`]'s scan.
+const SAMPLE_SCAN_PAGE: usize = 1_000;
+
+/// The default [`Store::sample_keys`]: a reservoir sample over a scan of every key. Also the
+/// fallback of stores whose own sampler cannot serve a table or server.
+pub(crate) fn sample_by_scan<S: Store + ?Sized>(
+    store: &S,
+    n: usize,
+) -> Result<Vec<S::Key>, S::Error> {
+    let mut reservoir = Reservoir::new(n);
+    if n == 0 {
+        return Ok(reservoir.into_keys());
+    }
+    let mut cursor = None;
+    loop {
+        let page = store.scan_keys(cursor.as_ref(), SAMPLE_SCAN_PAGE)?;
+        page.keys.into_iter().for_each(|key| reservoir.offer(key));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(reservoir.into_keys()),
+        }
+    }
+}
+
+/// The default [`AsyncStore::sample_keys`], as [`sample_by_scan`].
+pub(crate) async fn sample_by_scan_async<S: AsyncStore + ?Sized>(
+    store: &S,
+    n: usize,
+) -> Result<Vec<S::Key>, S::Error> {
+    let mut reservoir = Reservoir::new(n);
+    if n == 0 {
+        return Ok(reservoir.into_keys());
+    }
+    let mut cursor = None;
+    loop {
+        let page = store.scan_keys(cursor.as_ref(), SAMPLE_SCAN_PAGE).await?;
+        page.keys.into_iter().for_each(|key| reservoir.offer(key));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(reservoir.into_keys()),
+        }
+    }
+}
+
+/// A uniform sample of `n` items from a stream of unknown length (Vitter's algorithm R): the
+/// first `n` fill it, and the `i`-th after them (counting from 0) replaces a random one with
+/// probability `n / (i + 1)`.
+struct Reservoir<K> {
+    n: usize,
+    seen: u64,
+    keys: Vec<K>,
+    rng: SampleRng,
+}
+
+impl<K> Reservoir<K> {
+    fn new(n: usize) -> Self {
+        Reservoir {
+            n,
+            seen: 0,
+            // `n` may be far above the rows there are: grow as keys come.
+            keys: Vec::with_capacity(n.min(SAMPLE_SCAN_PAGE)),
+            rng: SampleRng::new(),
+        }
+    }
+
+    fn offer(&mut self, key: K) {
+        if self.keys.len() < self.n {
+            self.keys.push(key);
+        } else {
+            let slot = self.rng.below(self.seen.saturating_add(1));
+            if let Some(kept) = usize::try_from(slot)
+                .ok()
+                .and_then(|s| self.keys.get_mut(s))
+            {
+                *kept = key;
+            }
+        }
+        self.seen = self.seen.saturating_add(1);
+    }
+
+    fn into_keys(self) -> Vec<K> {
+        self.keys
+    }
+}
+
+/// The pseudo-random numbers of key sampling (splitmix64), seeded from the operating
+/// system's generator, or from the clock and an address if it fails: sampling needs spread,
+/// not secrecy.
+#[derive(Debug, Clone)]
+pub(crate) struct SampleRng(u64);
+
+impl SampleRng {
+    pub(crate) fn new() -> Self {
+        let seed = getrandom::u64().unwrap_or_else(|_| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos() as u64);
+            let place = std::ptr::addr_of!(now) as usize as u64;
+            now ^ place.rotate_left(32) ^ u64::from(std::process::id())
+        });
+        SampleRng(seed)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound`, each equally likely (Lemire's multiply-and-reject); 0 if
+    /// `bound` is 0.
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 {
+            return 0;
+        }
+        let threshold = bound.wrapping_neg() % bound;
+        loop {
+            let wide = u128::from(self.next_u64()) * u128::from(bound);
+            if (wide as u64) >= threshold {
+                return (wide >> 64) as u64;
+            }
+        }
     }
 }

@@ -449,6 +449,76 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         result.map_err(GuardError::Store)
     }
 
+    /// The value of `key`, always read from the store: a lookup in *shadow mode*, to see what
+    /// the guard would block before it blocks anything (a rollout, or a check for rows written
+    /// around the guard).
+    ///
+    /// The filter is asked as [`get`](Self::get) asks it, but a key it rules out is read from
+    /// the store anyway and counted in [`GuardStats::shadow_would_block`] (not in
+    /// [`GuardStats::blocked`]); if the store finds it, the lookup is a would-be false negative,
+    /// counted in [`GuardStats::shadow_false_negatives`] and reported on standard error with
+    /// the key's `Debug` text (each key once, at most 64 keys per guard; the counter counts
+    /// all). Keys the filter passes are looked up and counted as `get` counts them, but the
+    /// false-positive memo is neither asked nor filled: nothing is answered without the store.
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Store`] if the store fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore, Store};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(100), MemoryStore::<u64, &str>::new());
+    /// guard.warm_up(10, |_| {})?;
+    /// guard.store().put(&7, &"written around the guard")?; // the filter never saw it
+    /// assert_eq!(guard.get(&7)?, None);                      // blocking: a false negative
+    /// assert_eq!(guard.shadow_get(&7)?, Some("written around the guard"));
+    /// assert_eq!(guard.shadow_get(&8)?, None);
+    /// let stats = guard.stats();
+    /// assert_eq!((stats.shadow_would_block, stats.shadow_false_negatives), (2, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shadow_get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>>
+    where
+        St::Key: fmt::Debug,
+    {
+        let admission = self.admit_shadow(key);
+        let result = self.inner.store.get(key);
+        self.core().observe_get(admission, &result);
+        if admission == Admission::Shadow && matches!(result, Ok(Some(_))) {
+            self.core().report_shadow_miss(key);
+        }
+        result.map_err(GuardError::Store)
+    }
+
+    /// The first step of [`shadow_get`](Self::shadow_get), for a middleware that decides
+    /// before the handler runs (the `tower` feature's `ShadowLayer`): as
+    /// [`admit`](Self::admit), except that a key the filter rules out is answered
+    /// [`Admission::Shadow`] and counted in [`GuardStats::shadow_would_block`]. Given to
+    /// [`get_admitted`](Self::get_admitted), `Admission::Shadow` reads the store and counts a
+    /// value found in [`GuardStats::shadow_false_negatives`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{Admission, CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// guard.warm_up(10, |_| {})?;
+    /// let admission = guard.admit_shadow(&3);
+    /// assert_eq!(admission, Admission::Shadow);
+    /// assert_eq!(guard.get_admitted(&3, admission)?, None); // asked the store
+    /// assert_eq!(guard.stats().shadow_would_block, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn admit_shadow(&self, key: &St::Key) -> Admission {
+        self.core().admit_shadow(key)
+    }
+
     /// Whether `key` may exist, from the filter alone (always `true` while warming).
     ///
     /// # Examples
@@ -464,7 +534,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn may_contain(&self, key: &St::Key) -> bool {
-        !self.core().is_ready() || self.core().filter_contains(key)
+        self.core().may_contain(key)
     }
 
     /// Creates or updates `key` in the store, keeping the filter in sync (rules 1, 3, 4).

@@ -162,6 +162,63 @@ struct Sql {
     scan_after: String,
     read_seal: String,
     write_seal: String,
+    /// The table's statistics and size now, for [`sample_plan`].
+    sample_stats: String,
+    /// `n` rows of a `TABLESAMPLE SYSTEM` sample, in random order.
+    sample_system: String,
+    /// `n` rows of the whole table, in random order.
+    sample_sort: String,
+}
+
+/// How `sample_keys` reads the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SamplePlan {
+    /// Every row in random order, the first `n` kept (`ORDER BY random() LIMIT n`): uniform,
+    /// O(rows).
+    Sort,
+    /// The rows of a random share of the table's blocks (`TABLESAMPLE SYSTEM (percent)`) in
+    /// random order, the first `n` kept.
+    System {
+        /// The share of blocks, in percent.
+        percent: f32,
+    },
+}
+
+/// Rows a block sample aims for, per row asked for: block samples vary, and statistics age.
+const SAMPLE_OVERDRAW: f64 = 2.0;
+/// The fewest blocks a block sample aims for, so `n` rows come from more than a handful.
+const SAMPLE_MIN_BLOCKS: f64 = 32.0;
+/// The share of blocks above which a sort of the whole table is about as cheap.
+const SAMPLE_SORT_ABOVE: f64 = 0.5;
+
+/// How to sample `n` rows of a relation of kind `relkind` (`pg_class.relkind`) that takes
+/// `pages` blocks now and had `reltuples` rows in `relpages` blocks when last analyzed
+/// (`reltuples` < 0: never). Without statistics a block is taken to hold one row, which
+/// overdraws rather than falls short. Only tables and materialized views can be sampled by
+/// block; anything else (a view, a partitioned table) is sorted.
+fn sample_plan(n: usize, reltuples: f64, relpages: i64, relkind: &str, pages: i64) -> SamplePlan {
+    if !matches!(relkind, "r" | "m") || pages < 1 {
+        return SamplePlan::Sort;
+    }
+    let density = if reltuples > 0.0 && relpages > 0 {
+        reltuples / relpages as f64
+    } else {
+        1.0
+    };
+    let pages = pages as f64;
+    let share = (SAMPLE_OVERDRAW * n as f64 / (pages * density)).max(SAMPLE_MIN_BLOCKS / pages);
+    plan_for_share(share)
+}
+
+/// A block sample of `share` of the blocks, or a sort if that is most of them.
+fn plan_for_share(share: f64) -> SamplePlan {
+    if share.is_nan() || share >= SAMPLE_SORT_ABOVE {
+        SamplePlan::Sort
+    } else {
+        SamplePlan::System {
+            percent: (share * 100.0) as f32,
+        }
+    }
 }
 
 /// The table of seals (one row per store table, named by it), created by `connect` if
@@ -470,6 +527,14 @@ where
             scan_after: format!("SELECT {k} FROM {t} WHERE {k} > $1 ORDER BY {k} LIMIT $2"),
             read_seal: READ_SEAL.replace("{seals}", &seals),
             write_seal: WRITE_SEAL.replace("{seals}", &seals),
+            sample_stats: "SELECT c.reltuples::float8, c.relpages::int8, c.relkind::text, \
+                 (pg_relation_size(c.oid) / current_setting('block_size')::int8)::int8 \
+                 FROM pg_class c WHERE c.oid = to_regclass(format('%I.%I', $1::text, $2::text))"
+                .to_owned(),
+            sample_system: format!(
+                "SELECT {k} FROM {t} TABLESAMPLE SYSTEM ($1) ORDER BY random() LIMIT $2"
+            ),
+            sample_sort: format!("SELECT {k} FROM {t} ORDER BY random() LIMIT $1"),
         }
     }
 
@@ -528,6 +593,7 @@ where
             // Set once the table is resolved below.
             sql: Sql::default(),
             backoff: Backoff::default(),
+            schema: String::new(),
             table: self.table.clone(),
             connections: self.connections,
             call_limit: self.statement_timeout.map(|t| t + CONNECT_TIMEOUT),
@@ -551,6 +617,7 @@ where
         self.check_schema(&first, &table).await?;
         create_seals_table(&first, &table).await?;
         store.sql = self.sql(&table);
+        store.schema = table.schema;
         store.table = table.name;
         for sql in [&store.sql.get, &store.sql.put, &store.sql.delete] {
             first.prepare_cached(sql).await.map_err(query("prepare"))?;
@@ -642,6 +709,23 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The seal is a secret (the [`SealSecret`]'s 32 bytes): whoever can read it can forge a
 /// snapshot file a restart trusts, so let only those read it who may write the rows.
 ///
+/// # Sampling
+///
+/// [`sample_keys`](AsyncStore::sample_keys) reads the table's statistics (`pg_class`'s
+/// `reltuples` and `relpages`, as of its last `ANALYZE`) and its size now, and takes a
+/// share of its blocks with `TABLESAMPLE SYSTEM`, sized for about twice `n` rows and at
+/// least 32 blocks, then keeps `n` of those rows in random order. Each row is about equally
+/// likely to be taken, but rows come in clusters: rows of one block are taken together, so
+/// a sample holds neighbours in the table's physical order, and a table whose statistics
+/// overstate its rows (many deleted since the last `ANALYZE`) may give fewer than `n` keys;
+/// a sample that falls short is taken once more with four times the share, and the larger
+/// of the two is returned. The cost is the blocks read, O(`n`) rows. A table never analyzed counts as one row per block (the
+/// sample reads more blocks than it needs, not fewer). When the blocks to read would be half
+/// the table or more (a small table), or the relation cannot be sampled by block (a view, a
+/// partitioned table), the store sorts the whole table instead (`ORDER BY random()
+/// LIMIT n`): uniform, O(rows). Each statement runs within the
+/// [statement timeout](PostgresStoreBuilder::statement_timeout) like every other call.
+///
 /// # Connections and faults
 ///
 /// Calls take a connection from a [deadpool-postgres](https://docs.rs/deadpool-postgres) pool
@@ -700,6 +784,8 @@ pub struct PostgresStore<K = i64, V = String> {
     pool: Pool,
     sql: Sql,
     backoff: Backoff,
+    /// The table's schema and name, as resolved at connect.
+    schema: String,
     table: String,
     connections: usize,
     /// How long a call waits for the server (the statement timeout plus the connect
@@ -976,6 +1062,114 @@ where
         .await?;
         Ok(())
     }
+
+    /// A block sample sized from the table's statistics, or a sort of a small table (see
+    /// [the store's docs](PostgresStore#sampling)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::guard::AsyncStore;
+    /// use cuckoo_guard::stores::PostgresStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = PostgresStore::<i64, String>::builder("postgres://postgres@127.0.0.1/test")
+    ///     .table("users")
+    ///     .connect()
+    ///     .await?;
+    /// for key in store.sample_keys(100).await? {
+    ///     println!("sampled {key}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    async fn sample_keys(&self, n: usize) -> Result<Vec<K>, PostgresStoreError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let stats = self
+            .bounded(
+                "sample",
+                self.read(
+                    "sample (statistics)",
+                    &self.sql.sample_stats,
+                    |client, statement| async move {
+                        client
+                            .query_opt(&statement, &[&self.schema, &self.table])
+                            .await
+                    },
+                ),
+            )
+            .await?;
+        // No row: the table is gone, and the sort reports it.
+        let plan = match stats {
+            Some(row) => {
+                let get = |row: &tokio_postgres::Row| -> Result<_, tokio_postgres::Error> {
+                    Ok(sample_plan(
+                        n,
+                        row.try_get(0)?,
+                        row.try_get(1)?,
+                        row.try_get::<_, String>(2)?.as_str(),
+                        row.try_get(3)?,
+                    ))
+                };
+                get(&row).map_err(query("sample (statistics)"))?
+            }
+            None => SamplePlan::Sort,
+        };
+        let keys = self.sample_by(plan, n).await?;
+        match plan {
+            // Fewer blocks came up than planned, or the statistics overstate the rows: once
+            // more with four times the share.
+            SamplePlan::System { percent } if keys.len() < n => {
+                let wider = plan_for_share(f64::from(percent) / 100.0 * 4.0);
+                let more = self.sample_by(wider, n).await?;
+                Ok(if more.len() > keys.len() { more } else { keys })
+            }
+            _ => Ok(keys),
+        }
+    }
+
+    /// `true`: a block sample reads O(`n`) rows once the table has statistics (see
+    /// [the store's docs](PostgresStore#sampling) for when it sorts the table instead).
+    fn fast_sampling(&self) -> bool {
+        true
+    }
+}
+
+impl<K, V> PostgresStore<K, V>
+where
+    K: FromSqlOwned + Send + Sync,
+{
+    /// Up to `n` keys read by `plan`.
+    async fn sample_by(&self, plan: SamplePlan, n: usize) -> Result<Vec<K>, PostgresStoreError> {
+        let limit = n.min(i64::MAX as usize) as i64;
+        let rows = self
+            .bounded("sample", async {
+                match plan {
+                    SamplePlan::Sort => {
+                        self.read("sample", &self.sql.sample_sort, |client, statement| async move {
+                            client.query(&statement, &[&limit]).await
+                        })
+                        .await
+                    }
+                    SamplePlan::System { percent } => {
+                        self.read(
+                            "sample",
+                            &self.sql.sample_system,
+                            |client, statement| async move {
+                                client.query(&statement, &[&percent, &limit]).await
+                            },
+                        )
+                        .await
+                    }
+                }
+            })
+            .await?;
+        rows.iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<Vec<K>, _>>()
+            .map_err(query("sample"))
+    }
 }
 
 /// Leaves out the URL, which may hold a password.
@@ -999,5 +1193,38 @@ impl<K, V> fmt::Debug for PostgresStore<K, V> {
             .field("table", &self.table)
             .field("connections", &self.connections)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn percent(plan: SamplePlan) -> f32 {
+        match plan {
+            SamplePlan::System { percent } => percent,
+            SamplePlan::Sort => panic!("a sort where a block sample was due"),
+        }
+    }
+
+    #[test]
+    fn sample_plans_follow_the_statistics() {
+        // 1,000,000 rows in 10,000 blocks: 200 rows are 0.02% of them, fewer than 32 blocks;
+        // 32 blocks are 0.32%.
+        assert!((percent(sample_plan(100, 1e6, 10_000, "r", 10_000)) - 0.32).abs() < 1e-3);
+        // 10,000 asked for: 20,000 rows, 2% of the table.
+        assert!((percent(sample_plan(10_000, 1e6, 10_000, "r", 10_000)) - 2.0).abs() < 1e-3);
+        // The statistics' density applies to the size now: twice the blocks, half the share.
+        assert!((percent(sample_plan(10_000, 1e6, 10_000, "m", 20_000)) - 1.0).abs() < 1e-3);
+        // Never analyzed: one row per block, so 200 of 100,000 blocks.
+        assert!((percent(sample_plan(100, -1.0, 0, "r", 100_000)) - 0.2).abs() < 1e-3);
+        // Small tables, empty ones, views and partitioned tables are sorted.
+        assert_eq!(sample_plan(100, 10_000.0, 60, "r", 60), SamplePlan::Sort);
+        assert_eq!(sample_plan(100, 0.0, 0, "r", 0), SamplePlan::Sort);
+        assert_eq!(sample_plan(100, 1e6, 10_000, "v", 0), SamplePlan::Sort);
+        assert_eq!(sample_plan(100, -1.0, 0, "p", 0), SamplePlan::Sort);
+        // Four times a quarter of the table is past half of it.
+        assert_eq!(plan_for_share(0.15 * 4.0), SamplePlan::Sort);
+        assert!((percent(plan_for_share(0.1 * 4.0)) - 40.0).abs() < 1e-3);
     }
 }

@@ -26,7 +26,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ToSingleRedisArg};
 
-use crate::guard::{AsyncStore, ScanPage, SealSecret, Written};
+use crate::guard::{sample_by_scan_async, AsyncStore, ScanPage, SealSecret, Written};
+use crate::sync::{AtomicBool, Ordering};
 
 /// Checks both keys' types before writing anything, so a type error is reported before any
 /// change (and the guard knows the write was not applied).
@@ -142,6 +143,20 @@ fn arg<T: ToSingleRedisArg>(value: &T) -> Vec<u8> {
 /// [`RedisStore::eviction_policy`] returns `None` so the application can warn. The policy
 /// is read once, at connect.
 ///
+/// # Sampling
+///
+/// [`sample_keys`](AsyncStore::sample_keys) asks the server for `n` distinct fields of the
+/// rows' hash (`HRANDFIELD {ns}:rows n`, Redis 6.2 or later): O(`n`), one round trip. It
+/// samples the rows themselves rather than the index, so a row written into the hash over
+/// another connection without its index entry (which warm-ups and rebuilds miss) can be
+/// drawn too. Redis picks each field with its own random choice over its hash table,
+/// close to uniform but not exactly (fields in sparse buckets are favoured a little; a
+/// small hash stored as a listpack is sampled exactly). A server that refuses the command
+/// (older than 6.2, renamed away, or not permitted to the user: `ERR unknown command` or
+/// `NOPERM`) is sampled by a full scan of the index instead, the default of
+/// [`AsyncStore::sample_keys`] (uniform, O(rows)), from then on, and
+/// [`fast_sampling`](AsyncStore::fast_sampling) turns `false`.
+///
 /// # Connections and faults
 ///
 /// The store talks to the server over a [`ConnectionManager`]: one multiplexed connection,
@@ -181,6 +196,8 @@ pub struct RedisStore<K = String, V = String> {
     seal: String,
     put: Script,
     delete: Script,
+    /// Set once the server refused `HRANDFIELD`: samples scan the index from then on.
+    sampling_refused: AtomicBool,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -286,6 +303,7 @@ impl<K, V> RedisStoreBuilder<K, V> {
             seal: format!("{{{namespace}}}:seal"),
             put: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{PUT}")),
             delete: Script::new(&format!("{CHECK_TYPES}{CLEAR_SEAL}{DELETE}")),
+            sampling_refused: AtomicBool::new(false),
             _types: PhantomData,
         })
     }
@@ -469,6 +487,18 @@ fn reconnect_config() -> ConnectionManagerConfig {
         .set_response_timeout(Some(Duration::from_secs(5)))
 }
 
+/// Whether the server refused a command as unknown (older than its version, renamed away)
+/// or not permitted to this user (an ACL).
+fn command_refused(error: &redis::RedisError) -> bool {
+    match error.code() {
+        Some("NOPERM") => true,
+        Some("ERR") => error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("unknown command")),
+        _ => false,
+    }
+}
+
 /// Whether `error` says the connection broke (rather than the server refusing the command).
 fn connection_failed(error: &redis::RedisError) -> bool {
     error.is_io_error()
@@ -598,6 +628,63 @@ where
             .query_async::<()>(&mut self.connection())
             .await
             .map_err(command("write the seal"))
+    }
+
+    /// `HRANDFIELD` on the rows' hash, or the default's scan if the server refuses it (see
+    /// [the store's docs](RedisStore#sampling)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::guard::AsyncStore;
+    /// use cuckoo_guard::stores::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::<String, String>::connect("redis://127.0.0.1:6379", "users").await?;
+    /// for key in store.sample_keys(100).await? {
+    ///     println!("sampled {key}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    async fn sample_keys(&self, n: usize) -> Result<Vec<K>, RedisStoreError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        // ORDERING: Relaxed; a hint that publishes nothing: a stale `false` only sends
+        // HRANDFIELD once more, which the server refuses again.
+        if !self.sampling_refused.load(Ordering::Relaxed) {
+            let mut sample = redis::cmd("HRANDFIELD");
+            // A positive count: distinct fields, at most as many as the hash holds.
+            sample.arg(&self.rows).arg(n.min(i64::MAX as usize));
+            let reply: Result<Vec<Vec<u8>>, RedisStoreError> = self
+                .read("sample", |mut connection| {
+                    let sample = &sample;
+                    async move { sample.query_async(&mut connection).await }
+                })
+                .await;
+            match reply {
+                Ok(raw) => {
+                    return raw
+                        .into_iter()
+                        .map(|bytes| K::from_redis_value(redis::Value::BulkString(bytes)))
+                        .collect::<Result<Vec<K>, _>>()
+                        .map_err(|e| command("sample")(e.into()));
+                }
+                Err(RedisStoreError::Command { source, .. }) if command_refused(&source) => {
+                    // ORDERING: Relaxed; as the load above.
+                    self.sampling_refused.store(true, Ordering::Relaxed);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        sample_by_scan_async(self, n).await
+    }
+
+    /// `true` until the server refuses `HRANDFIELD` (see
+    /// [the store's docs](RedisStore#sampling)).
+    fn fast_sampling(&self) -> bool {
+        // ORDERING: Relaxed; as in `sample_keys`.
+        !self.sampling_refused.load(Ordering::Relaxed)
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`SqliteStore`]: a table in an SQLite database file (feature `sqlite`).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -11,7 +12,7 @@ use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{quote_identifier, thread_slot, ColumnType};
-use crate::guard::{ScanPage, SealSecret, Store, Written};
+use crate::guard::{sample_by_scan, SampleRng, ScanPage, SealSecret, Store, Written};
 
 /// Why a [`SqliteStore`] operation failed.
 ///
@@ -131,17 +132,33 @@ struct Queries {
     delete: String,
     scan_first: String,
     scan_after: String,
+    /// Random rowids' rows, if the table has rowids the store can name.
+    sample: Option<SampleQueries>,
+}
+
+/// The sampler's SQL: the lowest and highest rowid, and the first row at or after one.
+#[derive(Debug)]
+struct SampleQueries {
+    bounds: String,
+    pick: String,
 }
 
 impl Queries {
-    /// The queries on `table` (as configured), whose seal is keyed by `canonical`.
-    fn new(table: &str, canonical: String, key: &str, value: &str) -> Self {
+    /// The queries on `table` (as configured), whose seal is keyed by `canonical`; `rowid`
+    /// is the name that reaches the table's rowids, if any does.
+    fn new(table: &str, canonical: String, key: &str, value: &str, rowid: Option<&str>) -> Self {
         let (t, k, v) = (
             quote_identifier(table),
             quote_identifier(key),
             quote_identifier(value),
         );
+        let sample = rowid.map(|r| SampleQueries {
+            // One subquery each: SQLite answers a lone min() or max() from the b-tree's end.
+            bounds: format!("SELECT (SELECT min({r}) FROM {t}), (SELECT max({r}) FROM {t})"),
+            pick: format!("SELECT {r}, {k} FROM {t} WHERE {r} >= ?1 ORDER BY {r} LIMIT 1"),
+        });
         Queries {
+            sample,
             table: canonical,
             get: format!("SELECT {v} FROM {t} WHERE {k} = ?1"),
             // Only a conflict on the key is absorbed; NOT NULL or CHECK failures still fail.
@@ -303,6 +320,30 @@ where
         })
     }
 
+    /// The name that reaches the table's rowids (`rowid`, `_rowid_` or `oid`, the first that
+    /// no column takes), or `None` if the table has none: a `WITHOUT ROWID` table, a view, a
+    /// virtual table, a name found in more than one attached schema, or every alias taken.
+    fn rowid_alias(&self, conn: &Connection) -> Result<Option<&'static str>, SqliteStoreError> {
+        let ordinary: bool = conn
+            .query_row(
+                "SELECT count(*) = 1 AND coalesce(max(type = 'table' AND wr = 0), 0) \
+                 FROM pragma_table_list(?1)",
+                [&self.table],
+                |row| row.get(0),
+            )
+            .map_err(statement("schema check"))?;
+        if !ordinary {
+            return Ok(None);
+        }
+        let columns: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .and_then(|mut stmt| stmt.query_map([&self.table], |row| row.get(0))?.collect())
+            .map_err(statement("schema check"))?;
+        Ok(["rowid", "_rowid_", "oid"]
+            .into_iter()
+            .find(|alias| !columns.iter().any(|c| c.eq_ignore_ascii_case(alias))))
+    }
+
     /// Opens the database (creating the file if needed), checks or creates the table, and
     /// fills the connection pool.
     ///
@@ -329,13 +370,20 @@ where
             .map_err(statement("create the seals table"))?;
         self.check_schema(&first)?;
         let canonical = self.canonical_table(&first)?;
+        let rowid = self.rowid_alias(&first)?;
         let mut pool = vec![Mutex::new(first)];
         for _ in 1..self.connections {
             pool.push(Mutex::new(self.connect()?));
         }
         Ok(SqliteStore {
             pool,
-            queries: Queries::new(&self.table, canonical, &self.key_column, &self.value_column),
+            queries: Queries::new(
+                &self.table,
+                canonical,
+                &self.key_column,
+                &self.value_column,
+                rowid,
+            ),
             path: self.path,
             _types: PhantomData,
         })
@@ -367,6 +415,21 @@ where
 ///
 /// The seal is a secret (the [`SealSecret`]'s 32 bytes): whoever can read it can forge a
 /// snapshot file a restart trusts, so let only those read it who may write the rows.
+///
+/// # Sampling
+///
+/// [`sample_keys`](Store::sample_keys) draws random rowids between the table's lowest and
+/// highest and takes the first row at or after each (`WHERE rowid >= ? ORDER BY rowid
+/// LIMIT 1`, a b-tree seek), drawing again for a row already taken: O(`n` log rows). A row
+/// is drawn with probability proportional to the gap of unused rowids before it plus one,
+/// so rows just after deleted ranges are favoured; a table whose rowids are dense (never
+/// deleted from, or an `INTEGER PRIMARY KEY` filled without holes) is sampled uniformly.
+/// When the draws keep finding rows already taken (a table not much larger than `n`, or
+/// very uneven gaps), the store samples by a full scan instead (the default of
+/// [`Store::sample_keys`]: uniform, O(rows)), so it returns `min(n, rows)` keys. A table
+/// without rowids (`WITHOUT ROWID`, a view, a virtual table, or one whose columns take the
+/// names `rowid`, `_rowid_` and `oid`) is always sampled by a full scan, and
+/// [`fast_sampling`](Store::fast_sampling) is `false` for it.
 ///
 /// A `put` ends with its call ([`Store::PUT_ENDS_WITH_CALL`]): it runs its transaction on
 /// the calling thread, on a connection it holds for the call, and before the call returns
@@ -600,6 +663,86 @@ where
         .and_then(|mut stmt| stmt.execute((&self.queries.table, &secret.as_bytes()[..])))
         .map_err(statement("write the seal"))?;
         Ok(())
+    }
+
+    /// Random rowids (see [the store's docs](SqliteStore#sampling)): the row at or after each,
+    /// duplicates drawn again, and a full scan's reservoir sample if the draws fall short of
+    /// `n` or the table has no rowids.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::Store;
+    /// use cuckoo_guard::stores::SqliteStore;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = SqliteStore::<i64, String>::builder(dir.path().join("db"))
+    ///     .create_table_if_missing(true)
+    ///     .open()?;
+    /// for k in 0..100 {
+    ///     store.put(&k, &format!("row {k}"))?;
+    /// }
+    /// assert!(store.fast_sampling());
+    /// let sample = store.sample_keys(10)?;
+    /// assert_eq!(sample.len(), 10);
+    /// assert!(sample.iter().all(|k| (0..100).contains(k)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn sample_keys(&self, n: usize) -> Result<Vec<K>, SqliteStoreError> {
+        let Some(sample) = &self.queries.sample else {
+            return sample_by_scan(self, n);
+        };
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let drawn = {
+            let conn = self.connection();
+            let bounds: (Option<i64>, Option<i64>) = conn
+                .prepare_cached(&sample.bounds)
+                .and_then(|mut stmt| stmt.query_row([], |row| Ok((row.get(0)?, row.get(1)?))))
+                .map_err(statement("sample (rowid bounds)"))?;
+            let (Some(low), Some(high)) = bounds else {
+                return Ok(Vec::new());
+            };
+            let span = (i128::from(high) - i128::from(low)).max(0) as u128;
+            let mut pick = conn
+                .prepare_cached(&sample.pick)
+                .map_err(statement("sample"))?;
+            let mut rng = SampleRng::new();
+            let mut rowids = HashSet::new();
+            let mut keys = Vec::with_capacity(n.min(1_024));
+            // A draw that repeats a row (or finds none past a rowid deleted meanwhile) is
+            // wasted; once half the draws are, the table is too small or too gappy for `n`.
+            let mut wasted = 0usize;
+            while keys.len() < n && wasted <= keys.len() + 16 {
+                let offset = if span >= u128::from(u64::MAX) {
+                    rng.next_u64()
+                } else {
+                    rng.below(span as u64 + 1)
+                };
+                let target = (i128::from(low) + i128::from(offset)) as i64;
+                let row: Option<(i64, K)> = pick
+                    .query_row([target], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+                    .map_err(statement("sample"))?;
+                match row {
+                    Some((rowid, key)) if rowids.insert(rowid) => keys.push(key),
+                    _ => wasted += 1,
+                }
+            }
+            keys
+        };
+        if drawn.len() == n {
+            Ok(drawn)
+        } else {
+            sample_by_scan(self, n)
+        }
+    }
+
+    /// `true` unless the table has no rowids the store can name (see
+    /// [the store's docs](SqliteStore#sampling)).
+    fn fast_sampling(&self) -> bool {
+        self.queries.sample.is_some()
     }
 }
 

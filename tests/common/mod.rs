@@ -293,6 +293,77 @@ where
     }
 }
 
+/// Checks one sample: at most `n` keys, none twice, every one among `rows`.
+pub(crate) fn check_sample<K: Ord + Debug>(sample: &[K], n: usize, rows: &BTreeSet<K>) {
+    assert!(
+        sample.len() <= n,
+        "{} keys sampled, {n} asked for",
+        sample.len()
+    );
+    let distinct: BTreeSet<&K> = sample.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        sample.len(),
+        "a key sampled twice: {sample:?}"
+    );
+    if let Some(stray) = sample.iter().find(|k| !rows.contains(k)) {
+        panic!("sampled {stray:?}, which the store does not hold");
+    }
+}
+
+/// The sampling contract, on an empty store: nothing from it empty; every key when more are
+/// asked for than it holds; exactly `n` distinct stored keys from 50 rows and from 10,000;
+/// and every one of 50 rows drawn within 400 samples of 5 (a key with the uniform chance
+/// 1/10 per sample is missed by all 400 with probability 0.9^400, about 5e-19). Stores whose
+/// sample may fall short of `n` are checked on their own.
+pub(crate) async fn sampling<S>(store: &S, make: Make<S::Key, S::Value>)
+where
+    S: AsyncStore,
+    S::Key: Ord + Clone + Debug,
+    S::Error: Debug,
+{
+    let (key, value) = (make.key, make.value);
+    assert_eq!(
+        store.sample_keys(10).await.unwrap(),
+        Vec::new(),
+        "an empty store"
+    );
+    for i in 0..50u64 {
+        store.put(&key(i), &value(i)).await.unwrap();
+    }
+    let mut rows: BTreeSet<S::Key> = (0..50).map(key).collect();
+    assert_eq!(store.sample_keys(0).await.unwrap(), Vec::new(), "n = 0");
+    for n in [50, 51, 1_000, usize::MAX] {
+        let all = store.sample_keys(n).await.unwrap();
+        check_sample(&all, n, &rows);
+        assert_eq!(all.len(), 50, "n = {n} of 50 rows");
+    }
+    let mut seen = BTreeSet::new();
+    for round in 1.. {
+        let sample = store.sample_keys(5).await.unwrap();
+        check_sample(&sample, 5, &rows);
+        assert_eq!(sample.len(), 5, "5 of 50 rows");
+        seen.extend(sample);
+        if seen.len() == rows.len() {
+            break;
+        }
+        assert!(
+            round < 400,
+            "400 samples of 5 never drew {:?}",
+            rows.difference(&seen).collect::<Vec<_>>()
+        );
+    }
+    for i in 50..10_000u64 {
+        store.put(&key(i), &value(i)).await.unwrap();
+    }
+    rows.extend((50..10_000).map(key));
+    for _ in 0..5 {
+        let sample = store.sample_keys(100).await.unwrap();
+        check_sample(&sample, 100, &rows);
+        assert_eq!(sample.len(), 100, "100 of 10,000 rows");
+    }
+}
+
 /// After `break_store` made the store unusable, every operation must return an error rather
 /// than a plausible answer.
 pub(crate) async fn errors_surface<S>(store: &S, key: S::Key, value: S::Value)
@@ -312,6 +383,10 @@ where
     assert!(
         store.scan_keys(None, 10).await.is_err(),
         "scan swallowed an error"
+    );
+    assert!(
+        store.sample_keys(10).await.is_err(),
+        "sample swallowed an error"
     );
 }
 

@@ -317,24 +317,33 @@ impl<H> GuardCore<H> {
 }
 
 impl<H: BuildHasher> GuardCore<H> {
-    /// [fleet.F1] A lookup of a warm guard.
+    /// [fleet.F1] A lookup of a warm guard, counted.
     #[inline]
     pub(super) fn admit_warm<K: Hash + ?Sized>(&self, key: &K) -> Admission {
+        let admission = self.decide_warm(key);
+        let shard = self.shard();
+        bump(match admission {
+            Admission::Pass => &shard.passed,
+            Admission::Blocked => &shard.blocked,
+            _ => &shard.fail_open,
+        });
+        admission
+    }
+
+    /// [fleet.F1] A lookup of a warm guard, not counted.
+    #[inline]
+    pub(super) fn decide_warm<K: Hash + ?Sized>(&self, key: &K) -> Admission {
         // ORDERING: SeqCst; [fleet.F1] first load, before the filter read.
         let word = self.fleet.word.load(Ordering::SeqCst);
         if word & MEMBER != 0 && word & SERVING == 0 {
-            bump(&self.shard().fail_open);
             return Admission::FailOpen;
         }
         if self.filter_contains(key) {
-            bump(&self.shard().passed);
             return Admission::Pass;
         }
         if word != ALONE && !self.fleet_still_serving(word) {
-            bump(&self.shard().fail_open);
             return Admission::FailOpen;
         }
-        bump(&self.shard().blocked);
         Admission::Blocked
     }
 
@@ -412,13 +421,15 @@ impl<H: BuildHasher> GuardCore<H> {
         removed
     }
 
-    /// [fleet.F5] Notes on the current generation the log's top read after its scan (the
-    /// warm-up's, or a restored filter's covering seal).
+    /// [fleet.F5] Notes on the warm-up's generation (0) the log's top read after its scan, if
+    /// it is still current (a rebuild's generation notes its own).
     pub(crate) fn set_scanned_at(&self, top: Position) {
         let pin = pin();
-        // ORDERING: Acquire; the current generation (the warm-up's or a restored one).
+        // ORDERING: Acquire; which generation is current.
         let filters = self.filters.load(Ordering::Acquire, &pin);
-        filters.current.note_scanned_at(top);
+        if filters.current.id == 0 {
+            filters.current.note_scanned_at(top);
+        }
     }
 }
 

@@ -170,41 +170,21 @@ fn remote_create_racing_a_rebuild(broken: Broken, skip_in_flight: bool) -> bool 
     let store = Arc::new(Mutex::new(Vec::new()));
     let in_flight = Arc::new(Mutex::new(Vec::new()));
     let top = Arc::new(AtomicU64::new(0));
-    let announced = flag();
-    let acked = flag();
     let writer = {
-        let (store, in_flight, announced, acked) = (
+        let (core, store, in_flight) = (
+            Arc::clone(&core),
             Arc::clone(&store),
             Arc::clone(&in_flight),
-            Arc::clone(&announced),
-            Arc::clone(&acked),
         );
         thread::spawn(move || {
+            // The announcement: the entry is in the log and the key in the in-flight list.
             in_flight.lock().unwrap().push(K);
-            // ORDERING: SeqCst; the entry is in the log after the in-flight record.
-            announced.store(true, Ordering::SeqCst);
-            // ORDERING: SeqCst; [fleet.M2]: the writer waits for the acknowledgement.
-            while !acked.load(Ordering::SeqCst) {
-                thread::yield_now();
-            }
+            // The member's applier reads the entry, applies it and acknowledges; the writer
+            // waits for the acknowledgement ([fleet.M2], [fleet.M3]).
+            let applier = thread::spawn(move || core.apply_create(&K).expect("room for K"));
+            applier.join().unwrap();
             store.lock().unwrap().push(K);
             in_flight.lock().unwrap().retain(|key| *key != K);
-        })
-    };
-    let applier = {
-        let (core, announced, acked) = (
-            Arc::clone(&core),
-            Arc::clone(&announced),
-            Arc::clone(&acked),
-        );
-        thread::spawn(move || {
-            // ORDERING: SeqCst; the applier reads the entry once it is in the log.
-            while !announced.load(Ordering::SeqCst) {
-                thread::yield_now();
-            }
-            core.apply_create(&K).expect("room for K");
-            // ORDERING: SeqCst; [fleet.M3]: acknowledged after the apply.
-            acked.store(true, Ordering::SeqCst);
         })
     };
     let rebuilder = {
@@ -217,7 +197,6 @@ fn remote_create_racing_a_rebuild(broken: Broken, skip_in_flight: bool) -> bool 
         thread::spawn(move || fleet_rebuild(&core, &store, &in_flight, &top, skip_in_flight))
     };
     writer.join().unwrap();
-    applier.join().unwrap();
     let scanned = rebuilder.join().unwrap();
     assert_eq!(*store.lock().unwrap(), [K]);
     assert!(
@@ -266,28 +245,15 @@ fn remote_delete_racing_a_rebuild(broken: Broken) -> bool {
     core.set_scanned_at(position(0));
     let store = Arc::new(Mutex::new(vec![K, J]));
     let top = Arc::new(AtomicU64::new(0));
-    let announced: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
     let writer = {
-        let (store, top, announced) = (
-            Arc::clone(&store),
-            Arc::clone(&top),
-            Arc::clone(&announced),
-        );
+        let (core, store, top) = (Arc::clone(&core), Arc::clone(&store), Arc::clone(&top));
         thread::spawn(move || {
             // ORDERING: SeqCst; an entry appended to the log and applied by the writer's member.
             let after = top.fetch_add(1, Ordering::SeqCst) + 1;
             store.lock().unwrap().retain(|key| *key != K);
-            *announced.lock().unwrap() = Some(after);
-        })
-    };
-    let applier = {
-        let (core, announced) = (Arc::clone(&core), Arc::clone(&announced));
-        thread::spawn(move || loop {
-            let after = *announced.lock().unwrap();
-            if let Some(after) = after {
-                break core.apply_delete(&K, position(after));
-            }
-            thread::yield_now();
+            // The announcement; this member's applier reads it and applies it.
+            let applier = thread::spawn(move || core.apply_delete(&K, position(after)));
+            applier.join().unwrap()
         })
     };
     let rebuilder = {
@@ -297,8 +263,7 @@ fn remote_delete_racing_a_rebuild(broken: Broken) -> bool {
             fleet_rebuild(&core, &store, &in_flight, &top, false);
         })
     };
-    writer.join().unwrap();
-    let removed = applier.join().unwrap();
+    let removed = writer.join().unwrap();
     rebuilder.join().unwrap();
     assert_eq!(*store.lock().unwrap(), [J]);
     assert!(

@@ -1,0 +1,631 @@
+//! The fleet's Redis coordinator against the real server at `REDIS_URL` (set by `.ci/run`):
+//! every method of the `Coordinator` trait, the blocking read on its own connection, trims,
+//! holds, and a server that lost its data. Each test uses a fleet of its own.
+#![cfg(all(feature = "fleet", feature = "redis"))]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use common::OwnRedis;
+use cuckoo_guard::fleet::{
+    Coordinator, InstanceId, MemberId, Op, Position, RedisCoordinator, RedisCoordinatorError,
+};
+
+/// Every test's bound: a call that hangs fails the test.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `test` with the server's URL and a fresh fleet name, bounded by [`LIMIT`], then
+/// deletes the fleet's keys.
+fn with_fleet<F, Fut>(test: F)
+where
+    F: FnOnce(String, String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some(url) = common::servers::server_url(&common::servers::REDIS) else {
+        return;
+    };
+    let name = common::unique_name("fleet");
+    common::runtime().block_on(async {
+        let outcome = tokio::time::timeout(LIMIT, test(url.clone(), name.clone())).await;
+        cleanup(&url, &name).await;
+        outcome.expect("the test did not finish in time");
+    });
+}
+
+async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn cleanup(url: &str, name: &str) {
+    let mut connection = connection(url).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("cuckoo-guard:{{{name}}}:*"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL")
+            .arg(keys)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+}
+
+async fn coordinator(url: &str, name: &str) -> RedisCoordinator {
+    RedisCoordinator::builder(url, name)
+        .hold(Duration::ZERO)
+        .connect()
+        .await
+        .unwrap()
+}
+
+const LEASE: Duration = Duration::from_secs(10);
+const A: InstanceId = InstanceId(1);
+const B: InstanceId = InstanceId(2);
+
+/// The position right after `p` (no entry can fall between them).
+fn next(p: Position) -> Position {
+    Position {
+        ms: p.ms,
+        seq: p.seq + 1,
+    }
+}
+
+/// Reads from `after` until `count` entries came (each read waits at most 1 s).
+async fn read_entries(
+    c: &RedisCoordinator,
+    after: Position,
+    count: usize,
+) -> Vec<cuckoo_guard::fleet::Entry> {
+    let mut entries = Vec::new();
+    let mut cursor = after;
+    while entries.len() < count {
+        let batch = c
+            .read(cursor, Position::ZERO, 100, Duration::from_secs(1))
+            .await
+            .unwrap();
+        if let Some(last) = batch.entries.last() {
+            cursor = last.position;
+        }
+        entries.extend(batch.entries);
+    }
+    entries
+}
+
+#[test]
+fn register_returns_the_top_and_the_creates_in_flight() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let first = c.register(A, None, LEASE).await.unwrap();
+        assert_eq!(first.top, Position::ZERO);
+        assert!(first.in_flight.is_empty());
+        assert!(!first.previous_kept);
+
+        let announced = c.announce_create(A, b"ada").await.unwrap();
+        let second = c.register(B, None, LEASE).await.unwrap();
+        assert_ne!(second.member, first.member);
+        assert_eq!(second.top, announced.position);
+        assert_eq!(second.in_flight, vec![b"ada".to_vec()]);
+        assert_eq!(c.top().await.unwrap(), announced.position);
+
+        c.create_ended(announced.position).await.unwrap();
+        assert!(c.in_flight().await.unwrap().is_empty());
+        let third = c.register(B, None, LEASE).await.unwrap();
+        assert!(third.in_flight.is_empty());
+        assert_eq!(third.top, announced.position);
+    });
+}
+
+#[test]
+fn announce_create_lists_the_members_and_records_the_create_in_flight() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let a = c.register(A, None, LEASE).await.unwrap().member;
+        let b = c.register(B, None, LEASE).await.unwrap().member;
+        let first = c.announce_create(A, b"ada").await.unwrap();
+        let second = c.announce_create(B, b"bob").await.unwrap();
+        assert!(second.position > first.position);
+        let members: BTreeSet<MemberId> = first.members.iter().copied().collect();
+        assert_eq!(members, BTreeSet::from([a, b]));
+        assert_eq!(first.hold, Duration::ZERO);
+        let in_flight: BTreeSet<Vec<u8>> = c.in_flight().await.unwrap().into_iter().collect();
+        assert_eq!(
+            in_flight,
+            BTreeSet::from([b"ada".to_vec(), b"bob".to_vec()])
+        );
+
+        c.leave(b).await.unwrap();
+        let third = c.announce_create(A, b"cy").await.unwrap();
+        assert_eq!(third.members, vec![a]);
+        c.create_ended(first.position).await.unwrap();
+        let in_flight: BTreeSet<Vec<u8>> = c.in_flight().await.unwrap().into_iter().collect();
+        assert_eq!(in_flight, BTreeSet::from([b"bob".to_vec(), b"cy".to_vec()]));
+    });
+}
+
+#[test]
+fn a_read_blocks_until_entries_come_and_returns_them_in_order() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        c.register(A, None, LEASE).await.unwrap();
+        let top = c.top().await.unwrap();
+        let reader = c.clone();
+        let read = tokio::spawn(async move {
+            reader
+                .read(top, Position::ZERO, 10, Duration::from_secs(5))
+                .await
+                .unwrap()
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !read.is_finished(),
+            "the read returned before any entry came"
+        );
+        let appended = Instant::now();
+        let create = c.announce_create(A, b"ada").await.unwrap().position;
+        let first = read.await.unwrap();
+        assert!(
+            appended.elapsed() < Duration::from_secs(2),
+            "the read did not wake"
+        );
+        assert_eq!(first.entries[0].position, create);
+        let delete = c.announce_delete(B, b"bob", create).await.unwrap();
+        let binary = c.announce_create(B, &[0, 255, 10]).await.unwrap().position;
+        let entries = read_entries(&c, top, 3).await;
+        assert_eq!(entries.len(), 3);
+        assert_eq!(entries[0].position, create);
+        assert_eq!(entries[0].origin, A);
+        assert_eq!(entries[0].op, Op::Create);
+        assert_eq!(entries[0].key, b"ada");
+        assert_eq!(entries[1].position, delete);
+        assert_eq!(entries[1].origin, B);
+        assert_eq!(entries[1].op, Op::Delete { after: create });
+        assert_eq!(entries[1].key, b"bob");
+        assert_eq!(entries[2].position, binary);
+        assert_eq!(entries[2].key, vec![0, 255, 10]);
+
+        // `max` bounds a batch, and a read after the last entry returns none.
+        let batch = c
+            .read(Position::ZERO, Position::ZERO, 2, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(batch.entries.len(), 2);
+        let batch = c
+            .read(binary, Position::ZERO, 10, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(batch.entries.is_empty());
+    });
+}
+
+#[test]
+fn acknowledgements_are_recorded_and_published_to_the_feed() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let a = c.register(A, None, LEASE).await.unwrap().member;
+        let b = c.register(B, None, LEASE).await.unwrap().member;
+        let p = c.announce_create(A, b"ada").await.unwrap().position;
+
+        // A read waiting on the feed wakes for an acknowledgement.
+        let reader = c.clone();
+        let read = tokio::spawn(async move {
+            reader
+                .read(p, Position::ZERO, 10, Duration::from_secs(5))
+                .await
+                .unwrap()
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let woke = Instant::now();
+        c.ack(a, p).await.unwrap();
+        let batch = read.await.unwrap();
+        assert!(
+            woke.elapsed() < Duration::from_secs(2),
+            "the read did not wake"
+        );
+        assert!(batch.entries.is_empty());
+        assert_eq!(batch.acks, vec![(a, p)]);
+        assert!(batch.acks_cursor > Position::ZERO);
+
+        c.ack(b, p).await.unwrap();
+        let next_batch = c
+            .read(p, batch.acks_cursor, 10, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(next_batch.acks, vec![(b, p)]);
+        assert!(next_batch.acks_cursor > batch.acks_cursor);
+        let none = c
+            .read(p, next_batch.acks_cursor, 10, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(none.acks.is_empty());
+        assert_eq!(none.acks_cursor, next_batch.acks_cursor);
+
+        let states = c.members(&[a, b]).await.unwrap();
+        assert!(states.iter().all(|s| s.acked == p && s.registered));
+
+        // A member no longer registered acknowledges nothing.
+        c.leave(b).await.unwrap();
+        c.ack(b, next(p)).await.unwrap();
+        let state = &c.members(&[b]).await.unwrap()[0];
+        assert!(!state.registered);
+        assert_eq!(state.acked, Position::ZERO);
+        let after = c
+            .read(p, next_batch.acks_cursor, 10, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(after.acks.is_empty());
+    });
+}
+
+#[test]
+fn renew_extends_a_live_lease_and_never_recreates_an_expired_one() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let lease = Duration::from_millis(200);
+        let member = c.register(A, None, lease).await.unwrap().member;
+        // Renewed every 100 ms, the 200 ms lease outlives 600 ms.
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(c.renew(member, lease).await.unwrap());
+        }
+        let state = &c.members(&[member]).await.unwrap()[0];
+        assert!(state.registered && state.lease_live);
+        assert_eq!(state.renewals, 6);
+
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!c.renew(member, lease).await.unwrap());
+        let state = &c.members(&[member]).await.unwrap()[0];
+        assert!(state.registered, "an expired lease is not a removal");
+        assert!(!state.lease_live, "renew recreated the lease");
+        assert_eq!(state.renewals, 6);
+        assert!(!c.renew(member, LEASE).await.unwrap());
+        assert!(!c.members(&[member]).await.unwrap()[0].lease_live);
+    });
+}
+
+#[test]
+fn expel_removes_only_members_whose_lease_expired() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let short = c
+            .register(A, None, Duration::from_millis(200))
+            .await
+            .unwrap()
+            .member;
+        let long = c.register(B, None, LEASE).await.unwrap().member;
+        assert!(!c.expel(short).await.unwrap(), "expelled a live member");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!c.expel(long).await.unwrap(), "expelled a live member");
+        assert!(c.expel(short).await.unwrap());
+        assert!(!c.expel(short).await.unwrap(), "expelled twice");
+        let states = c.members(&[short, long]).await.unwrap();
+        assert!(!states[0].registered);
+        assert!(states[1].registered && states[1].lease_live);
+        let members = c.announce_create(A, b"ada").await.unwrap().members;
+        assert_eq!(members, vec![long]);
+    });
+}
+
+#[test]
+fn register_with_a_previous_member_carries_its_acknowledgement() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let old = c.register(A, None, LEASE).await.unwrap().member;
+        let p = c.announce_create(A, b"ada").await.unwrap().position;
+        c.announce_create(A, b"bob").await.unwrap();
+        c.ack(old, p).await.unwrap();
+
+        let again = c.register(A, Some(old), LEASE).await.unwrap();
+        assert!(again.previous_kept);
+        let states = c.members(&[old, again.member]).await.unwrap();
+        assert!(!states[0].registered && !states[0].lease_live);
+        assert!(states[1].registered && states[1].lease_live);
+        assert_eq!(
+            states[1].acked, p,
+            "the acknowledgement was not carried over"
+        );
+
+        // A previous member that was removed meanwhile is not kept, and the new one starts
+        // at the top.
+        c.leave(again.member).await.unwrap();
+        let third = c.register(A, Some(again.member), LEASE).await.unwrap();
+        assert!(!third.previous_kept);
+        let top = c.top().await.unwrap();
+        assert_eq!(c.members(&[third.member]).await.unwrap()[0].acked, top);
+    });
+}
+
+#[test]
+fn trim_respects_the_lowest_acknowledgement_and_the_top_survives_it() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        assert_eq!(c.trim().await.unwrap(), 0, "trimmed without members");
+        assert!(!c.trimmed_after(Position::ZERO).await.unwrap());
+
+        let a = c.register(A, None, LEASE).await.unwrap().member;
+        let b = c.register(B, None, LEASE).await.unwrap().member;
+        let mut ids = Vec::new();
+        for key in ["k1", "k2", "k3", "k4", "k5"] {
+            ids.push(c.announce_create(A, key.as_bytes()).await.unwrap().position);
+        }
+        // Both members start at the top before the entries: nothing goes.
+        assert_eq!(c.trim().await.unwrap(), 0);
+        c.ack(a, ids[2]).await.unwrap();
+        c.ack(b, ids[4]).await.unwrap();
+        assert_eq!(c.trim().await.unwrap(), 2);
+        let left = c
+            .read(Position::ZERO, Position::ZERO, 100, Duration::ZERO)
+            .await
+            .unwrap()
+            .entries;
+        assert_eq!(
+            left.iter().map(|e| e.position).collect::<Vec<_>>(),
+            ids[2..].to_vec()
+        );
+        assert!(c.trimmed_after(Position::ZERO).await.unwrap());
+        assert!(c.trimmed_after(ids[0]).await.unwrap());
+        assert!(!c.trimmed_after(ids[1]).await.unwrap());
+        assert!(!c.trimmed_after(ids[2]).await.unwrap());
+
+        // Without `a`, `b`'s acknowledgement rules; past the last entry, all go.
+        c.leave(a).await.unwrap();
+        c.ack(b, next(ids[4])).await.unwrap();
+        assert_eq!(c.trim().await.unwrap(), 3);
+        assert!(c.trimmed_after(ids[3]).await.unwrap());
+        assert!(!c.trimmed_after(ids[4]).await.unwrap());
+        let left = c
+            .read(Position::ZERO, Position::ZERO, 100, Duration::ZERO)
+            .await
+            .unwrap()
+            .entries;
+        assert!(left.is_empty());
+        assert_eq!(
+            c.top().await.unwrap(),
+            ids[4],
+            "the top went with the entries"
+        );
+        assert_eq!(c.register(A, None, LEASE).await.unwrap().top, ids[4]);
+        assert!(c.announce_create(A, b"k6").await.unwrap().position > ids[4]);
+        assert_eq!(c.trim().await.unwrap(), 0, "trimmed past a new member");
+    });
+}
+
+#[test]
+fn trimmed_after_sees_a_log_that_is_gone_or_replaced() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        c.register(A, None, LEASE).await.unwrap();
+        let p = c.announce_create(A, b"ada").await.unwrap().position;
+        assert!(!c.trimmed_after(p).await.unwrap());
+        let mut raw = connection(&url).await;
+        let log = format!("{}:log", c.key_prefix());
+        let _: () = redis::cmd("DEL")
+            .arg(&log)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(c.trimmed_after(p).await.unwrap(), "missed a lost log");
+        assert!(!c.trimmed_after(Position::ZERO).await.unwrap());
+        assert_eq!(c.top().await.unwrap(), Position::ZERO);
+        // A new log whose ids are below `p`.
+        let _: String = redis::cmd("XADD")
+            .arg(&log)
+            .arg("1-1")
+            .arg("o")
+            .arg("c")
+            .arg("k")
+            .arg("x")
+            .arg("i")
+            .arg("1")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(c.trimmed_after(p).await.unwrap(), "missed a replaced log");
+    });
+}
+
+#[test]
+fn a_malformed_entry_is_an_error_not_a_skip() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let top = c.top().await.unwrap();
+        let mut raw = connection(&url).await;
+        let _: String = redis::cmd("XADD")
+            .arg(format!("{}:log", c.key_prefix()))
+            .arg("*")
+            .arg("o")
+            .arg("c")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let error = c
+            .read(top, Position::ZERO, 10, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, RedisCoordinatorError::Malformed { .. }),
+            "{error:?}"
+        );
+    });
+}
+
+#[test]
+fn a_new_epoch_holds_creates_until_the_hold_elapses() {
+    with_fleet(|url, name| async move {
+        let c = RedisCoordinator::builder(&url, &name)
+            .hold(Duration::from_millis(500))
+            .connect()
+            .await
+            .unwrap();
+        c.register(A, None, LEASE).await.unwrap();
+        let hold = c.announce_create(A, b"ada").await.unwrap().hold;
+        assert!(
+            hold > Duration::ZERO && hold <= Duration::from_millis(500),
+            "{hold:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(
+            c.announce_create(A, b"bob").await.unwrap().hold,
+            Duration::ZERO
+        );
+        // The epoch exists: a later registration holds nothing.
+        c.register(B, None, LEASE).await.unwrap();
+        assert_eq!(
+            c.announce_create(A, b"cy").await.unwrap().hold,
+            Duration::ZERO
+        );
+    });
+}
+
+#[test]
+fn a_server_that_lost_its_data_starts_a_new_epoch() {
+    let Some(mut server) = OwnRedis::start(&[]) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        tokio::time::timeout(LIMIT, async {
+            let c = RedisCoordinator::builder(server.url(), "lost")
+                .hold(Duration::from_secs(5))
+                .connect()
+                .await
+                .unwrap();
+            let member = c.register(A, None, LEASE).await.unwrap().member;
+            let p = c.announce_create(A, b"ada").await.unwrap().position;
+            c.ack(member, p).await.unwrap();
+
+            server.kill();
+            server.launch();
+            // The first call after the restart may fail on the broken connection.
+            let registration = match c.register(A, Some(member), LEASE).await {
+                Ok(registration) => registration,
+                Err(_) => c.register(A, Some(member), LEASE).await.unwrap(),
+            };
+            assert!(!registration.previous_kept);
+            assert_eq!(registration.top, Position::ZERO);
+            assert!(c.trimmed_after(p).await.unwrap());
+            let hold = c.announce_create(A, b"bob").await.unwrap().hold;
+            assert!(hold > Duration::from_secs(4), "{hold:?}");
+        })
+        .await
+        .expect("the test did not finish in time");
+    });
+}
+
+#[test]
+fn a_long_read_does_not_time_out_nor_hold_up_other_calls() {
+    with_fleet(|url, name| async move {
+        let c = RedisCoordinator::builder(&url, &name)
+            .hold(Duration::ZERO)
+            .response_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .unwrap();
+        let member = c.register(A, None, LEASE).await.unwrap().member;
+        let top = c.top().await.unwrap();
+        let reader = c.clone();
+        let started = Instant::now();
+        let read = tokio::spawn(async move {
+            reader
+                .read(top, Position::ZERO, 10, Duration::from_millis(1500))
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let renewing = Instant::now();
+        assert!(c.renew(member, LEASE).await.unwrap());
+        assert!(
+            renewing.elapsed() < Duration::from_millis(500),
+            "a renewal waited for the read"
+        );
+        let batch = read.await.unwrap().expect("the blocking read failed");
+        assert!(batch.entries.is_empty() && batch.acks.is_empty());
+        assert!(started.elapsed() >= Duration::from_millis(1400));
+
+        // The read connection is reused after a completed read.
+        let batch = c
+            .read(top, Position::ZERO, 10, Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert!(batch.entries.is_empty());
+    });
+}
+
+#[test]
+fn a_dropped_read_does_not_delay_the_next() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        c.register(A, None, LEASE).await.unwrap();
+        let top = c.top().await.unwrap();
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(100),
+            c.read(top, Position::ZERO, 10, Duration::from_secs(10)),
+        )
+        .await;
+        assert!(dropped.is_err());
+        // The dropped read's XREAD still blocks on the server: a read sent on its
+        // connection would wait behind it and time out.
+        let started = Instant::now();
+        let batch = c
+            .read(top, Position::ZERO, 10, Duration::from_millis(300))
+            .await
+            .expect("the read queued behind the dropped one");
+        assert!(batch.entries.is_empty());
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let p = c.announce_create(A, b"ada").await.unwrap().position;
+        let batch = c
+            .read(top, Position::ZERO, 10, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(batch.entries[0].position, p);
+    });
+}
+
+#[test]
+fn an_evicting_server_is_refused_unless_allowed() {
+    let Some(server) = OwnRedis::start(&["--maxmemory-policy", "volatile-lru"]) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        tokio::time::timeout(LIMIT, async {
+            let refused = RedisCoordinator::builder(server.url(), "evicting")
+                .connect()
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&refused, RedisCoordinatorError::EvictionPolicy { policy } if policy == "volatile-lru"),
+                "{refused:?}"
+            );
+            let allowed = RedisCoordinator::builder(server.url(), "evicting")
+                .allow_eviction(true)
+                .connect()
+                .await
+                .unwrap();
+            assert_eq!(allowed.eviction_policy(), Some("volatile-lru"));
+        })
+        .await
+        .expect("the test did not finish in time");
+    });
+}
+
+#[test]
+fn a_fleet_name_that_is_no_hash_tag_is_refused() {
+    common::runtime().block_on(async {
+        for name in ["", "}users"] {
+            let error = RedisCoordinator::builder("redis://127.0.0.1:1", name)
+                .connect()
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(error, RedisCoordinatorError::FleetName { .. }),
+                "{error:?}"
+            );
+        }
+    });
+}
