@@ -124,6 +124,74 @@ fn register_returns_the_top_and_the_creates_in_flight() {
     });
 }
 
+/// [fleet.M2] and [fleet.M5] under concurrency: every create is either past a
+/// registration's top and lists its member, or at or below the top and among its in-flight
+/// keys.
+#[test]
+fn registrations_and_creates_racing_see_each_other() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let mut creates = Vec::new();
+        for writer in 0..4u8 {
+            let c = c.clone();
+            creates.push(tokio::spawn(async move {
+                let mut announced = Vec::new();
+                for i in 0..50u8 {
+                    let key = vec![writer, i];
+                    announced.push((key.clone(), c.announce_create(A, &key).await.unwrap()));
+                }
+                announced
+            }));
+        }
+        let mut joins = Vec::new();
+        for _ in 0..2 {
+            let c = c.clone();
+            joins.push(tokio::spawn(async move {
+                let mut registered = Vec::new();
+                for _ in 0..25 {
+                    registered.push(c.register(B, None, LEASE).await.unwrap());
+                }
+                registered
+            }));
+        }
+        let mut announced = Vec::new();
+        for task in creates {
+            announced.extend(task.await.unwrap());
+        }
+        let mut registrations = Vec::new();
+        for task in joins {
+            registrations.extend(task.await.unwrap());
+        }
+        for r in &registrations {
+            let in_flight: BTreeSet<&Vec<u8>> = r.in_flight.iter().collect();
+            for (key, a) in &announced {
+                if a.position > r.top {
+                    assert!(
+                        a.members.contains(&r.member),
+                        "a create after {} missed its member",
+                        r.top
+                    );
+                } else {
+                    assert!(
+                        in_flight.contains(key),
+                        "a create before {} was missed",
+                        r.top
+                    );
+                }
+            }
+        }
+        let positions: BTreeSet<Position> = announced.iter().map(|(_, a)| a.position).collect();
+        assert_eq!(positions.len(), 200);
+        let (first, last) = (positions.first().unwrap(), positions.last().unwrap());
+        assert!(
+            registrations
+                .iter()
+                .any(|r| *first <= r.top && r.top < *last),
+            "no registration fell among the creates: the race was not run"
+        );
+    });
+}
+
 #[test]
 fn announce_create_lists_the_members_and_records_the_create_in_flight() {
     with_fleet(|url, name| async move {
@@ -271,21 +339,24 @@ fn renew_extends_a_live_lease_and_never_recreates_an_expired_one() {
         let c = coordinator(&url, &name).await;
         let lease = Duration::from_millis(200);
         let member = c.register(A, None, lease).await.unwrap().member;
-        // Renewed every 100 ms, the 200 ms lease outlives 600 ms.
-        for _ in 0..6 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            assert!(c.renew(member, lease).await.unwrap());
-        }
+        // A renewal extends the 200 ms lease to a second from now.
+        assert!(c.renew(member, Duration::from_secs(1)).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(400)).await;
         let state = &c.members(&[member]).await.unwrap()[0];
-        assert!(state.registered && state.lease_live);
-        assert_eq!(state.renewals, 6);
+        assert!(
+            state.registered && state.lease_live,
+            "the renewal did not extend"
+        );
+        assert_eq!(state.renewals, 1);
+        assert!(c.renew(member, lease).await.unwrap());
+        assert_eq!(c.members(&[member]).await.unwrap()[0].renewals, 2);
 
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert!(!c.renew(member, lease).await.unwrap());
         let state = &c.members(&[member]).await.unwrap()[0];
         assert!(state.registered, "an expired lease is not a removal");
         assert!(!state.lease_live, "renew recreated the lease");
-        assert_eq!(state.renewals, 6);
+        assert_eq!(state.renewals, 2);
         assert!(!c.renew(member, LEASE).await.unwrap());
         assert!(!c.members(&[member]).await.unwrap()[0].lease_live);
     });
@@ -461,17 +532,17 @@ fn a_malformed_entry_is_an_error_not_a_skip() {
 fn a_new_epoch_holds_creates_until_the_hold_elapses() {
     with_fleet(|url, name| async move {
         let c = RedisCoordinator::builder(&url, &name)
-            .hold(Duration::from_millis(500))
+            .hold(Duration::from_secs(1))
             .connect()
             .await
             .unwrap();
         c.register(A, None, LEASE).await.unwrap();
         let hold = c.announce_create(A, b"ada").await.unwrap().hold;
         assert!(
-            hold > Duration::ZERO && hold <= Duration::from_millis(500),
+            hold > Duration::ZERO && hold <= Duration::from_secs(1),
             "{hold:?}"
         );
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(Duration::from_millis(1300)).await;
         assert_eq!(
             c.announce_create(A, b"bob").await.unwrap().hold,
             Duration::ZERO
@@ -599,7 +670,10 @@ fn an_evicting_server_is_refused_unless_allowed() {
                 .await
                 .unwrap_err();
             assert!(
-                matches!(&refused, RedisCoordinatorError::EvictionPolicy { policy } if policy == "volatile-lru"),
+                matches!(
+                    &refused,
+                    RedisCoordinatorError::EvictionPolicy { policy } if policy == "volatile-lru"
+                ),
                 "{refused:?}"
             );
             let allowed = RedisCoordinator::builder(server.url(), "evicting")
@@ -611,6 +685,43 @@ fn an_evicting_server_is_refused_unless_allowed() {
         })
         .await
         .expect("the test did not finish in time");
+    });
+}
+
+#[test]
+fn every_call_works_over_resp3() {
+    with_fleet(|url, name| async move {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let c = coordinator(&format!("{url}{separator}protocol=resp3"), &name).await;
+        let a = c.register(A, None, LEASE).await.unwrap();
+        let gone = MemberId(a.member.0.wrapping_add(1));
+        let create = c.announce_create(A, b"ada").await.unwrap();
+        assert_eq!(create.members, vec![a.member]);
+        let delete = c.announce_delete(B, b"bob", create.position).await.unwrap();
+        c.ack(a.member, delete).await.unwrap();
+        let batch = c
+            .read(a.top, Position::ZERO, 10, Duration::from_millis(100))
+            .await
+            .unwrap();
+        assert_eq!(batch.entries.len(), 2);
+        assert_eq!(
+            batch.entries[1].op,
+            Op::Delete {
+                after: create.position
+            }
+        );
+        assert_eq!(batch.acks, vec![(a.member, delete)]);
+        let states = c.members(&[a.member, gone]).await.unwrap();
+        assert!(states[0].registered && states[0].lease_live);
+        assert_eq!(states[0].acked, delete);
+        assert!(!states[1].registered && !states[1].lease_live);
+        assert_eq!((states[1].renewals, states[1].acked), (0, Position::ZERO));
+        assert!(c.renew(a.member, LEASE).await.unwrap());
+        assert_eq!(c.members(&[a.member]).await.unwrap()[0].renewals, 1);
+        assert_eq!(c.trim().await.unwrap(), 1);
+        assert!(c.trimmed_after(Position::ZERO).await.unwrap());
+        assert_eq!(c.top().await.unwrap(), delete);
+        assert_eq!(c.in_flight().await.unwrap(), vec![b"ada".to_vec()]);
     });
 }
 

@@ -1,74 +1,7 @@
 //! [`RedisCoordinator`]: a fleet's [`Coordinator`] in Redis (features `fleet` and `redis`).
 //!
-//! # Layout
-//!
-//! Every key of the fleet `name` starts with `p = cuckoo-guard:{name}`, so the hash tag
-//! `{name}` puts them all in one cluster slot and every script may touch any of them:
-//!
-//! | key | type | holds |
-//! |---|---|---|
-//! | `p:log` | stream | the log: fields `o` (`c` create, `d` delete), `k` (the key's bytes), `i` (the origin [`InstanceId`], decimal), `a` (deletes only: their `after` position, `ms-seq`); ids from `XADD *` |
-//! | `p:acks` | stream | the acknowledgement feed: fields `m` (member id), `p` (position); `MAXLEN ~ 10000` |
-//! | `p:members` | hash | registered member id → its instance id |
-//! | `p:lease:<member>` | string | a member's lease, with a `PX` time to live |
-//! | `p:renewals` | hash | member id → how many times its lease was renewed |
-//! | `p:acked` | hash | member id → the position it acknowledged last |
-//! | `p:inflight` | hash | position → key bytes of each create announced and not yet ended |
-//! | `p:trimmed` | string | the greatest position [`trim`](Coordinator::trim) removed |
-//! | `p:epoch` | string | a random value, present while the coordinator's state exists |
-//! | `p:hold` | string | present (with a `PX` time to live) while creates are held |
-//!
-//! "The top" is the log's `last-generated-id` (`XINFO STREAM`), not its last existing entry:
-//! a trim may have removed every entry, and the next `XADD` still returns a greater id.
-//!
-//! The acknowledgement feed only wakes waiting writers: a reader further behind than its
-//! last 10,000 entries misses the older ones, and `p:acked` (read by
-//! [`members`](Coordinator::members)) holds each member's latest position.
-//!
-//! # Atomicity
-//!
-//! Each method is one command or one Lua script, and Redis runs a script with nothing else
-//! interleaved:
-//!
-//! - **register** creates the epoch (and the hold) if missing, removes the previous
-//!   registration, adds the new member with its lease, and reads the top and the in-flight
-//!   keys: a create announced later is appended after this top and finds the member
-//!   registered ([fleet.M5]); a create announced earlier is either below the top or, if its
-//!   write has not ended, among the in-flight keys. A kept previous registration hands its
-//!   acknowledged position over in the same step, so no trim can fall between the two.
-//! - **announce_create** appends the entry, records it in flight and reads the members in
-//!   one step: a member registered after the step sees the entry's key in flight or gets a
-//!   top past it ([fleet.M2]).
-//! - **renew** extends the lease only if it exists (`PEXPIRE` on a missing key does
-//!   nothing) and counts the renewal in the same step, so a lapsed lease is never recreated
-//!   and a writer that saw the count unchanged saw no renewal ([fleet.M1]).
-//! - **expel** removes a member only if its lease key is gone, checked in the same step.
-//! - **ack** records the position only for a registered member (so an expelled member's
-//!   late acknowledgement cannot hold back trimming again), and publishes it to the feed.
-//! - **members** reads every asked member's registration, lease, renewals and position in
-//!   one step.
-//! - **trim** reads the registered members' positions and trims below the lowest in one step,
-//!   so a member registering concurrently (whose position starts at the top) or handing over
-//!   a kept position is either counted or registered after the trim ([fleet.M6]). It records
-//!   the greatest position it removed in `p:trimmed`.
-//! - **top** and **trimmed_after** read `XINFO STREAM` (and `p:trimmed`) in one step.
-//!
-//! # A new coordinator state
-//!
-//! The first registration on a coordinator without an epoch (a new fleet, or a server whose
-//! data was lost: restarted without persistence, failed over to a replica that lacked it)
-//! creates the epoch and a hold that lasts the builder's
-//! [`hold`](RedisCoordinatorBuilder::hold) (6 s by default). While the hold lives,
-//! [`announce_create`](Coordinator::announce_create) reports its remaining time and writers
-//! hold their creates: members registered in the lost state may still answer "absent" until
-//! their deadlines pass, and they no longer appear among the members a writer waits for
-//! ([fleet.M7]). The hold must be at least two leases.
-//!
-//! Only a state without an epoch is new. A failover to a replica that holds the epoch but
-//! lacks the latest writes (replication is asynchronous) starts no hold: a lost renewal is
-//! covered by the writers' own wait ([fleet.M2]: a lease gone *and* its renewals unchanged
-//! for a lease on the writer's clock), and a log whose ids went backwards shows in
-//! [`trimmed_after`](Coordinator::trimmed_after).
+//! The layout of the keys, why each step is atomic and how a new coordinator state holds
+//! creates are in [`RedisCoordinator`]'s documentation.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -383,7 +316,8 @@ impl fmt::Debug for RedisCoordinatorBuilder {
 
 impl RedisCoordinatorBuilder {
     /// How long writers hold creates after the coordinator's state is created (a new
-    /// fleet, or one whose data was lost; see the [module docs](self)); default 6 s. Make it
+    /// fleet, or one whose data was lost; see
+    /// [`RedisCoordinator`](RedisCoordinator#a-new-coordinator-state)); default 6 s. Make it
     /// at least twice the fleet's [lease](super::FleetConfig::lease).
     ///
     /// # Examples
@@ -566,7 +500,7 @@ fn connection_failed(error: &redis::RedisError) -> bool {
         || error.is_unrecoverable_error()
 }
 
-/// The fleet's key names (see the module docs).
+/// The fleet's key names (see [`RedisCoordinator`]).
 struct Keys {
     prefix: String,
     log: String,
@@ -614,8 +548,82 @@ struct Shared {
 }
 
 /// A fleet's [`Coordinator`] in Redis: the log is a stream, leases are keys with a time to
-/// live, and every atomic step is a Lua script (the layout and the atomicity of each step are
-/// in the [module docs](self)). Clones share the connections.
+/// live, and every atomic step is a Lua script (the layout and the atomicity of each step
+/// are [below](#layout)). Clones share the connections.
+///
+/// # Layout
+///
+/// Every key of the fleet `name` starts with `p = cuckoo-guard:{name}`, so the hash tag
+/// `{name}` puts them all in one cluster slot and every script may touch any of them:
+///
+/// | key | type | holds |
+/// |---|---|---|
+/// | `p:log` | stream | the log (ids from `XADD *`; fields below) |
+/// | `p:acks` | stream | the acknowledgement feed (`MAXLEN ~ 10000`; fields below) |
+/// | `p:members` | hash | registered member id → its instance id |
+/// | `p:lease:<member>` | string | a member's lease, with a `PX` time to live |
+/// | `p:renewals` | hash | member id → how many times its lease was renewed |
+/// | `p:acked` | hash | member id → the position it acknowledged last |
+/// | `p:inflight` | hash | position → key bytes of each create announced and not yet ended |
+/// | `p:trimmed` | string | the greatest position [`trim`](Coordinator::trim) removed |
+/// | `p:epoch` | string | a random value, present while the coordinator's state exists |
+/// | `p:hold` | string | present (with a `PX` time to live) while creates are held |
+///
+/// A log entry's fields: `o` (`c` create, `d` delete), `k` (the key's bytes), `i` (the origin
+/// [`InstanceId`], decimal) and, for deletes only, `a` (their `after` position, `ms-seq`). An
+/// acknowledgement's: `m` (the member id, decimal) and `p` (the position).
+///
+/// "The top" is the log's `last-generated-id` (`XINFO STREAM`), not its last existing entry:
+/// a trim may have removed every entry, and the next `XADD` still returns a greater id.
+///
+/// The acknowledgement feed only wakes waiting writers: a reader further behind than its
+/// last 10,000 entries misses the older ones, and `p:acked` (read by
+/// [`members`](Coordinator::members)) holds each member's latest position.
+///
+/// # Atomicity
+///
+/// Each method is one command or one Lua script, and Redis runs a script with nothing else
+/// interleaved:
+///
+/// - **register** creates the epoch (and the hold) if missing, removes the previous
+///   registration, adds the new member with its lease, and reads the top and the in-flight
+///   keys: a create announced later is appended after this top and finds the member
+///   registered ([fleet.M5]); a create announced earlier is either below the top or, if its
+///   write has not ended, among the in-flight keys. A kept previous registration hands its
+///   acknowledged position over in the same step, so no trim can fall between the two.
+/// - **announce_create** appends the entry, records it in flight and reads the members in
+///   one step: a member registered after the step sees the entry's key in flight or gets a
+///   top past it ([fleet.M2]).
+/// - **renew** extends the lease only if it exists (`PEXPIRE` on a missing key does
+///   nothing) and counts the renewal in the same step, so a lapsed lease is never recreated
+///   and a writer that saw the count unchanged saw no renewal ([fleet.M1]).
+/// - **expel** removes a member only if its lease key is gone, checked in the same step.
+/// - **ack** records the position only for a registered member (so an expelled member's
+///   late acknowledgement cannot hold back trimming again), and publishes it to the feed.
+/// - **members** reads every asked member's registration, lease, renewals and position in
+///   one step.
+/// - **trim** reads the registered members' positions and trims below the lowest in one step,
+///   so a member registering concurrently (whose position starts at the top) or handing over
+///   a kept position is either counted or registered after the trim ([fleet.M6]). It records
+///   the greatest position it removed in `p:trimmed`.
+/// - **top** and **trimmed_after** read `XINFO STREAM` (and `p:trimmed`) in one step.
+///
+/// # A new coordinator state
+///
+/// The first registration on a coordinator without an epoch (a new fleet, or a server whose
+/// data was lost: restarted without persistence, failed over to a replica that lacked it)
+/// creates the epoch and a hold that lasts the builder's
+/// [`hold`](RedisCoordinatorBuilder::hold) (6 s by default). While the hold lives,
+/// [`announce_create`](Coordinator::announce_create) reports its remaining time and writers
+/// hold their creates: members registered in the lost state may still answer "absent" until
+/// their deadlines pass, and they no longer appear among the members a writer waits for
+/// ([fleet.M7]). The hold must be at least two leases.
+///
+/// Only a state without an epoch is new. A failover to a replica that holds the epoch but
+/// lacks the latest writes (replication is asynchronous) starts no hold: a lost renewal is
+/// covered by the writers' own wait ([fleet.M2]: a lease gone *and* its renewals unchanged
+/// for a lease on the writer's clock), and a log whose ids went backwards shows in
+/// [`trimmed_after`](Coordinator::trimmed_after).
 ///
 /// # Connections
 ///
@@ -710,8 +718,8 @@ impl RedisCoordinator {
         &self.shared.name
     }
 
-    /// The prefix of every key of the fleet, `cuckoo-guard:{name}` (see the module docs for
-    /// the layout).
+    /// The prefix of every key of the fleet, `cuckoo-guard:{name}` (see
+    /// [the layout](RedisCoordinator#layout)).
     ///
     /// # Examples
     ///
@@ -1235,13 +1243,14 @@ impl Coordinator for RedisCoordinator {
                 members.len()
             )));
         }
-        let flag = |value: &Value| matches!(value, Value::Int(1));
+        // A Lua `false` (a missing field) is a null in RESP2 and may be a boolean in RESP3.
+        let flag = |value: &Value| matches!(value, Value::Int(1) | Value::Boolean(true));
         members
             .iter()
             .zip(values.chunks(4))
             .map(|(&member, state)| {
                 let renewals = match &state[2] {
-                    Value::Nil => 0,
+                    Value::Nil | Value::Boolean(false) => 0,
                     value => {
                         let count = text(value, "a renewal count")?;
                         count.parse().map_err(|_| {
@@ -1250,7 +1259,7 @@ impl Coordinator for RedisCoordinator {
                     }
                 };
                 let acked = match &state[3] {
-                    Value::Nil => Position::ZERO,
+                    Value::Nil | Value::Boolean(false) => Position::ZERO,
                     value => position(
                         text(value, "an acknowledged position")?,
                         &format!("member {}'s acknowledged position", member.0),
