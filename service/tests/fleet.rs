@@ -41,9 +41,11 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 
 fn pairs() -> u64 {
-    std::env::var("CG_FLEET_PAIRS").map_or(100_000, |v| {
+    let pairs = std::env::var("CG_FLEET_PAIRS").map_or(100_000, |v| {
         v.parse().expect("CG_FLEET_PAIRS is a number of pairs")
-    })
+    });
+    assert!(pairs > 0, "CG_FLEET_PAIRS must be at least 1");
+    pairs
 }
 
 /// The lease the service's members run with (the library's default).
