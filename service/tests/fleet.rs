@@ -39,6 +39,8 @@ const LOOKUPS: usize = 30_000;
 /// The bound on any one HTTP request, and on an instance's start and catching up.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// Failed creates after which the writers give up.
+const MAX_FAILURES: usize = 100;
 
 fn pairs() -> u64 {
     let pairs = std::env::var("CG_FLEET_PAIRS").map_or(100_000, |v| {
@@ -352,7 +354,10 @@ async fn run_pairs(
         writers.spawn(async move {
             let mut turn = task;
             // ORDERING: SeqCst; a test's flag.
-            while !stop.load(Ordering::SeqCst) {
+            // A fleet refusing creates fails the test soon, not after every id.
+            while !stop.load(Ordering::SeqCst)
+                && tally.create_failures.lock().unwrap().len() < MAX_FAILURES
+            {
                 let Some(id) = ledger.hand_out() else { break };
                 let writer = targets[turn % targets.len()];
                 let reader = targets[(turn + 1) % targets.len()];
@@ -547,7 +552,18 @@ async fn three_processes_no_false_negatives_and_a_kill() {
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
     let never = Arc::new(AtomicBool::new(false));
-    run_pairs(&client, &instances, &all, &ledger, &tally, &never).await;
+    let limit = Duration::from_secs(60) + Duration::from_millis(5u64.saturating_mul(pairs));
+    tokio::time::timeout(
+        limit,
+        run_pairs(&client, &instances, &all, &ledger, &tally, &never),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "phase 1 did not finish within {limit:?}: {} of {pairs} pairs",
+            tally.pairs.load(Ordering::Relaxed)
+        )
+    });
     let elapsed = started.elapsed();
     let after = all_stats(&client, &instances).await;
     let done = tally.pairs.load(Ordering::Relaxed);
@@ -569,13 +585,14 @@ async fn three_processes_no_false_negatives_and_a_kill() {
     eprintln!(
         "fleet test: phase 1: barrier wait per create (from /stats) {:.0} µs over {announced} \
          announced creates; fail-open lookups {}; lookups {}; blocked {}; memo hits {}; \
-         entries applied {}",
+         entries applied {}; coordinator calls per create {:.2}",
         barrier as f64 / announced.max(1) as f64,
         delta(&before, &after, &all, "passed_failing_open"),
         delta(&before, &after, &all, "lookups"),
         delta(&before, &after, &all, "blocked"),
         delta(&before, &after, &all, "memo_hits"),
         delta(&before, &after, &all, "fleet.entries_applied"),
+        delta(&before, &after, &all, "fleet.coordinator_calls") as f64 / announced.max(1) as f64,
     );
     assert_eq!(
         false_negatives,
@@ -592,6 +609,7 @@ async fn three_processes_no_false_negatives_and_a_kill() {
 
     // Phase 2: lookups only (half of existing ids, half absent): no coordinator call each.
     let before = all_stats(&client, &instances).await;
+    let phase_2 = Instant::now();
     let mut lookups = tokio::task::JoinSet::new();
     for task in 0..8u64 {
         let (client, instances) = (client.clone(), instances.clone());
@@ -635,8 +653,9 @@ async fn three_processes_no_false_negatives_and_a_kill() {
     let looked_up = delta(&before, &after, &all, "lookups");
     let per_lookup = calls as f64 / looked_up.max(1) as f64;
     eprintln!(
-        "fleet test: phase 2: {looked_up} lookups, {calls} coordinator calls (background: \
+        "fleet test: phase 2: {looked_up} lookups in {:.1?}, {calls} coordinator calls (background: \
          renewals, log reads, trims) = {per_lookup:.5} per lookup; blocked {}; fail-open {}",
+        phase_2.elapsed(),
         delta(&before, &after, &all, "blocked"),
         delta(&before, &after, &all, "passed_failing_open"),
     );
