@@ -3,8 +3,9 @@
 //! another as soon as the create returns, while other clients read ids whose creates are
 //! still in flight: a 404 for an id whose create had returned before the read began is a
 //! false negative, and there must be none. Then a lookup-only phase (no Redis call per
-//! lookup), and `kill -9` of one instance while the others keep creating (writers stall at
-//! most about one lease).
+//! lookup), `kill -9` of one instance while the others keep creating (writers stall at most
+//! about one lease), and a new instance joining while creates run: pairs through it from the
+//! moment it listens, then every id created meanwhile read on it.
 //!
 //! `CG_FLEET_PAIRS` sets the create-then-read pairs of the first phase (100,000 by default).
 //! The figures are printed on stderr (`-- --show-output`):
@@ -437,6 +438,57 @@ async fn run_pairs(
     }
 }
 
+/// [`run_pairs`] in a task of its own, until `stop` is set.
+fn spawn_pairs(
+    client: &Client,
+    instances: &[Instance],
+    targets: &[usize],
+    ledger: &Arc<Ledger>,
+    tally: &Arc<Tally>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let (client, instances, targets) = (client.clone(), instances.to_vec(), targets.to_vec());
+    let (ledger, tally, stop) = (Arc::clone(ledger), Arc::clone(tally), Arc::clone(stop));
+    tokio::spawn(async move {
+        run_pairs(&client, &instances, &targets, &ledger, &tally, &stop).await;
+    })
+}
+
+/// Reads on `instance` every id of `ledger` whose create had returned; returns how many were
+/// read and those answered 404.
+async fn sweep(client: &Client, instance: &Instance, ledger: &Arc<Ledger>) -> (usize, Vec<i64>) {
+    let ids: Vec<i64> = (ledger.first..ledger.end())
+        .filter(|&id| ledger.has_returned(id))
+        .collect();
+    let count = ids.len();
+    let ids = Arc::new(ids);
+    let mut tasks = tokio::task::JoinSet::new();
+    for task in 0..8 {
+        let (client, base, ids) = (client.clone(), instance.base.clone(), Arc::clone(&ids));
+        tasks.spawn(async move {
+            let mut missing = Vec::new();
+            for &id in ids.iter().skip(task).step_by(8) {
+                let url = format!("{base}/users/{id}");
+                let status = client
+                    .get(url)
+                    .send()
+                    .await
+                    .expect("a read answers")
+                    .status();
+                if status != StatusCode::OK {
+                    missing.push(id);
+                }
+            }
+            missing
+        });
+    }
+    let mut missing = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        missing.extend(joined.expect("a sweep task"));
+    }
+    (count, missing)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -512,7 +564,7 @@ async fn three_processes_no_false_negatives_and_a_kill() {
 
     // One at a time: the first creates the table.
     let mut processes = Processes::default();
-    let mut instances = Vec::new();
+    let mut instances: Vec<Instance> = Vec::new();
     for index in 0..3 {
         let started = Instant::now();
         instances.push(start(&mut processes, &database, &table, &redis, &fleet));
@@ -681,18 +733,7 @@ async fn three_processes_no_false_negatives_and_a_kill() {
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
     let before = all_stats(&client, &instances).await;
-    let run = {
-        let (client, instances, ledger, tally, stop) = (
-            client.clone(),
-            instances.clone(),
-            Arc::clone(&ledger),
-            Arc::clone(&tally),
-            Arc::clone(&stop),
-        );
-        tokio::spawn(async move {
-            run_pairs(&client, &instances, &survivors, &ledger, &tally, &stop).await;
-        })
-    };
+    let run = spawn_pairs(&client, &instances, &survivors, &ledger, &tally, &stop);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let killed_at = Instant::now();
     processes.kill(2);
@@ -748,6 +789,92 @@ async fn three_processes_no_false_negatives_and_a_kill() {
         "a create stalled {longest:?} after the kill"
     );
     assert!(resumed > 0, "no create ran after the killed member's lease");
+
+    // Phase 4: a new member joins while creates run on 0 and 1; pairs through it from the
+    // moment it listens (it fails open until it serves), then every id created meanwhile is
+    // read on it.
+    let background = Arc::new(Ledger::new(20_000_000, 10_000_000));
+    let background_tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = spawn_pairs(
+        &client,
+        &instances,
+        &survivors,
+        &background,
+        &background_tally,
+        &stop,
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let join_started = Instant::now();
+    let joiner =
+        tokio::task::block_in_place(|| start(&mut processes, &database, &table, &redis, &fleet));
+    let listening = join_started.elapsed();
+    instances.push(joiner);
+    let through_joiner = [0, 3, 1, 3];
+    let ledger = Arc::new(Ledger::new(30_000_000, pairs.min(20_000)));
+    let tally = Arc::new(Tally::default());
+    let before_joiner = stats(&client, &instances[3]).await;
+    let (_, serving) = tokio::join!(
+        run_pairs(
+            &client,
+            &instances,
+            &through_joiner,
+            &ledger,
+            &tally,
+            &never
+        ),
+        wait_serving(&client, 3, &instances[3]),
+    );
+    // ORDERING: SeqCst; a test's flag.
+    stop.store(true, Ordering::SeqCst);
+    tokio::time::timeout(REQUEST_TIMEOUT * 2, run)
+        .await
+        .expect("the writers stop")
+        .expect("the phase's task");
+    let after_joiner = stats(&client, &instances[3]).await;
+    let (swept_background, missing_background) = sweep(&client, &instances[3], &background).await;
+    let (swept_through, missing_through) = sweep(&client, &instances[3], &ledger).await;
+    let false_negatives = tally.false_negatives();
+    let background_false_negatives = background_tally.false_negatives();
+    eprintln!(
+        "fleet test: phase 4: the new member listened after {listening:.1?} and was seen serving \
+         {serving:.1?} later (polled every 100 ms); {} pairs through it ({:?} false negatives), {} pairs on 0 and 1 meanwhile ({:?} \
+         false negatives); then {swept_background} + {swept_through} ids read on it, {} + {} \
+         404; its fail-open lookups {}, rebuilds asked {}",
+        tally.pairs.load(Ordering::Relaxed),
+        false_negatives,
+        background_tally.pairs.load(Ordering::Relaxed),
+        background_false_negatives,
+        missing_background.len(),
+        missing_through.len(),
+        figure(&after_joiner, "passed_failing_open") - figure(&before_joiner, "passed_failing_open"),
+        figure(&after_joiner, "fleet.rebuilds_asked"),
+    );
+    report_latencies(
+        "phase 4 (through the new member)",
+        &tally.creates.lock().unwrap(),
+    );
+    assert_eq!(false_negatives, (0, 0, 0), "through the new member");
+    assert_eq!(
+        background_false_negatives,
+        (0, 0, 0),
+        "on 0 and 1 during the join"
+    );
+    assert_eq!(
+        missing_background,
+        Vec::<i64>::new(),
+        "ids created during the join, 404 on the new member"
+    );
+    assert_eq!(
+        missing_through,
+        Vec::<i64>::new(),
+        "ids created through the new member, 404 on it"
+    );
+    for tally in [&tally, &background_tally] {
+        assert_eq!(*tally.create_failures.lock().unwrap(), Vec::<String>::new());
+        assert_eq!(*tally.read_failures.lock().unwrap(), Vec::<String>::new());
+    }
+    assert!(swept_background > 0, "creates ran during the join");
 
     drop(processes);
     clean_up(&database, &table, &redis, &fleet).await;
