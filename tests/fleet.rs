@@ -43,6 +43,7 @@ fn config(name: &str) -> FleetConfig {
     FleetConfig::new(name)
         .lease(Duration::from_millis(1_200))
         .create_timeout(Duration::from_secs(20))
+        .write_bound(Duration::from_secs(1))
 }
 
 async fn coordinator(url: &str, fleet: &str) -> RedisCoordinator {
@@ -63,7 +64,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// `n` guards over one new table, each joined to one new fleet; returns once all serve.
-async fn fleet_of(n: usize, pg: &str, redis: &str) -> (String, Vec<(Guard, Member)>) {
+async fn fleet_of(n: usize, pg: &str, redis: &str) -> (String, String, Vec<(Guard, Member)>) {
     let table = unique_name("fleet");
     let name = unique_name("fleet");
     let mut members = Vec::new();
@@ -78,7 +79,7 @@ async fn fleet_of(n: usize, pg: &str, redis: &str) -> (String, Vec<(Guard, Membe
         members.iter().all(|(_, f)| f.stats().serving)
     })
     .await;
-    (name, members)
+    (name, table, members)
 }
 
 fn servers() -> Option<(String, String)> {
@@ -92,7 +93,7 @@ fn servers() -> Option<(String, String)> {
 fn a_create_through_one_member_is_present_on_the_others() {
     let Some((pg, redis)) = servers() else { return };
     common::runtime().block_on(async {
-        let (_, members) = fleet_of(3, &pg, &redis).await;
+        let (_, _, members) = fleet_of(3, &pg, &redis).await;
         let members = Arc::new(members);
         let mut tasks = Vec::new();
         // Three writers at once, one per member, each reading its creates on the next member.
@@ -164,7 +165,7 @@ fn a_create_through_one_member_is_present_on_the_others() {
 fn deletes_reach_every_member_and_keep_other_rows() {
     let Some((pg, redis)) = servers() else { return };
     common::runtime().block_on(async {
-        let (_, members) = fleet_of(2, &pg, &redis).await;
+        let (_, _, members) = fleet_of(2, &pg, &redis).await;
         let (a, fleet_a) = &members[0];
         let (b, _) = &members[1];
         for key in 0..200i64 {
@@ -195,10 +196,12 @@ fn deletes_reach_every_member_and_keep_other_rows() {
 fn a_dead_member_stalls_writers_for_about_a_lease() {
     let Some((pg, redis)) = servers() else { return };
     common::runtime().block_on(async {
-        let (_, mut members) = fleet_of(2, &pg, &redis).await;
+        let (_, _, mut members) = fleet_of(2, &pg, &redis).await;
         let (dead_guard, dead_fleet) = members.pop().unwrap();
-        drop(dead_fleet); // no leave: its lease must expire
         let (live, _) = &members[0];
+        // Past the new fleet's hold ([fleet.M7]), so the next create waits for the dead only.
+        live.put(&6, &String::from("six")).await.unwrap();
+        drop(dead_fleet); // no leave: its lease must expire
         let started = Instant::now();
         live.put(&7, &String::from("seven")).await.unwrap();
         let stalled = started.elapsed();
@@ -218,9 +221,8 @@ fn a_dead_member_stalls_writers_for_about_a_lease() {
 fn a_member_joining_mid_run_misses_nothing() {
     let Some((pg, redis)) = servers() else { return };
     common::runtime().block_on(async {
-        let (name, members) = fleet_of(2, &pg, &redis).await;
+        let (name, table, members) = fleet_of(2, &pg, &redis).await;
         let members = Arc::new(members);
-        let table_store = members[0].0.store().clone();
         let writer = {
             let members = Arc::clone(&members);
             tokio::spawn(async move {
@@ -231,7 +233,7 @@ fn a_member_joining_mid_run_misses_nothing() {
             })
         };
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let joiner = guard(table_store);
+        let joiner = guard(store(&pg, &table).await);
         let fleet = Fleet::join(&joiner, coordinator(&redis, &name).await, config(&name))
             .await
             .unwrap();
@@ -261,7 +263,7 @@ fn a_restarted_coordinator_fails_open_then_recovers() {
     };
     let redis = own.url();
     common::runtime().block_on(async {
-        let (_, members) = fleet_of(2, &pg, &redis).await;
+        let (_, _, members) = fleet_of(2, &pg, &redis).await;
         let (a, _) = &members[0];
         let (b, fleet_b) = &members[1];
         for key in 0..50i64 {

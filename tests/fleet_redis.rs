@@ -317,12 +317,12 @@ fn acknowledgements_are_recorded_and_published_to_the_feed() {
         assert_eq!(none.acks_cursor, next_batch.acks_cursor);
 
         let states = c.members(&[a, b]).await.unwrap();
-        assert!(states.iter().all(|s| s.acked == p && s.registered));
+        assert!(states.members.iter().all(|s| s.acked == p && s.registered));
 
         // A member no longer registered acknowledges nothing.
         c.leave(b).await.unwrap();
         c.ack(b, next(p)).await.unwrap();
-        let state = &c.members(&[b]).await.unwrap()[0];
+        let state = &c.members(&[b]).await.unwrap().members[0];
         assert!(!state.registered);
         assert_eq!(state.acked, Position::ZERO);
         let after = c
@@ -342,23 +342,23 @@ fn renew_extends_a_live_lease_and_never_recreates_an_expired_one() {
         // A renewal extends the 200 ms lease to a second from now.
         assert!(c.renew(member, Duration::from_secs(1)).await.unwrap());
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let state = &c.members(&[member]).await.unwrap()[0];
+        let state = &c.members(&[member]).await.unwrap().members[0];
         assert!(
             state.registered && state.lease_live,
             "the renewal did not extend"
         );
         assert_eq!(state.renewals, 1);
         assert!(c.renew(member, lease).await.unwrap());
-        assert_eq!(c.members(&[member]).await.unwrap()[0].renewals, 2);
+        assert_eq!(c.members(&[member]).await.unwrap().members[0].renewals, 2);
 
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert!(!c.renew(member, lease).await.unwrap());
-        let state = &c.members(&[member]).await.unwrap()[0];
+        let state = &c.members(&[member]).await.unwrap().members[0];
         assert!(state.registered, "an expired lease is not a removal");
         assert!(!state.lease_live, "renew recreated the lease");
         assert_eq!(state.renewals, 2);
         assert!(!c.renew(member, LEASE).await.unwrap());
-        assert!(!c.members(&[member]).await.unwrap()[0].lease_live);
+        assert!(!c.members(&[member]).await.unwrap().members[0].lease_live);
     });
 }
 
@@ -378,8 +378,8 @@ fn expel_removes_only_members_whose_lease_expired() {
         assert!(c.expel(short).await.unwrap());
         assert!(!c.expel(short).await.unwrap(), "expelled twice");
         let states = c.members(&[short, long]).await.unwrap();
-        assert!(!states[0].registered);
-        assert!(states[1].registered && states[1].lease_live);
+        assert!(!states.members[0].registered);
+        assert!(states.members[1].registered && states.members[1].lease_live);
         let members = c.announce_create(A, b"ada").await.unwrap().members;
         assert_eq!(members, vec![long]);
     });
@@ -397,10 +397,10 @@ fn register_with_a_previous_member_carries_its_acknowledgement() {
         let again = c.register(A, Some(old), LEASE).await.unwrap();
         assert!(again.previous_kept);
         let states = c.members(&[old, again.member]).await.unwrap();
-        assert!(!states[0].registered && !states[0].lease_live);
-        assert!(states[1].registered && states[1].lease_live);
+        assert!(!states.members[0].registered && !states.members[0].lease_live);
+        assert!(states.members[1].registered && states.members[1].lease_live);
         assert_eq!(
-            states[1].acked, p,
+            states.members[1].acked, p,
             "the acknowledgement was not carried over"
         );
 
@@ -410,7 +410,10 @@ fn register_with_a_previous_member_carries_its_acknowledgement() {
         let third = c.register(A, Some(again.member), LEASE).await.unwrap();
         assert!(!third.previous_kept);
         let top = c.top().await.unwrap();
-        assert_eq!(c.members(&[third.member]).await.unwrap()[0].acked, top);
+        assert_eq!(
+            c.members(&[third.member]).await.unwrap().members[0].acked,
+            top
+        );
     });
 }
 
@@ -712,12 +715,15 @@ fn every_call_works_over_resp3() {
         );
         assert_eq!(batch.acks, vec![(a.member, delete)]);
         let states = c.members(&[a.member, gone]).await.unwrap();
-        assert!(states[0].registered && states[0].lease_live);
-        assert_eq!(states[0].acked, delete);
-        assert!(!states[1].registered && !states[1].lease_live);
-        assert_eq!((states[1].renewals, states[1].acked), (0, Position::ZERO));
+        assert!(states.members[0].registered && states.members[0].lease_live);
+        assert_eq!(states.members[0].acked, delete);
+        assert!(!states.members[1].registered && !states.members[1].lease_live);
+        assert_eq!(
+            (states.members[1].renewals, states.members[1].acked),
+            (0, Position::ZERO)
+        );
         assert!(c.renew(a.member, LEASE).await.unwrap());
-        assert_eq!(c.members(&[a.member]).await.unwrap()[0].renewals, 1);
+        assert_eq!(c.members(&[a.member]).await.unwrap().members[0].renewals, 1);
         assert_eq!(c.trim().await.unwrap(), 1);
         assert!(c.trimmed_after(Position::ZERO).await.unwrap());
         assert_eq!(c.top().await.unwrap(), delete);
@@ -738,5 +744,43 @@ fn a_fleet_name_that_is_no_hash_tag_is_refused() {
                 "{error:?}"
             );
         }
+    });
+}
+
+/// An announcement on a coordinator without a state begins one, with its hold, and every
+/// later call names the same state; a wiped coordinator has another.
+#[test]
+fn an_announcement_begins_a_state_and_members_name_it() {
+    with_fleet(|url, name| async move {
+        let c = RedisCoordinator::builder(&url, &name)
+            .hold(Duration::from_secs(2))
+            .connect()
+            .await
+            .unwrap();
+        let announced = c.announce_create(InstanceId(1), b"k").await.unwrap();
+        assert!(!announced.state.is_empty());
+        assert!(announced.hold > Duration::ZERO, "a new state holds creates");
+        let registration = c
+            .register(InstanceId(2), None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(!registration.fresh_state);
+        assert_eq!(registration.state, announced.state);
+        let states = c.members(&[registration.member]).await.unwrap();
+        assert_eq!(states.state, announced.state);
+        cleanup(&url, &name).await;
+        let states = c.members(&[registration.member]).await.unwrap();
+        assert_eq!(states.state, "", "no state after the wipe");
+        assert!(!states.members[0].registered);
+        let again = c
+            .register(
+                InstanceId(2),
+                Some(registration.member),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert!(again.fresh_state && !again.previous_kept);
+        assert_ne!(again.state, announced.state);
     });
 }

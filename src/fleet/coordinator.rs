@@ -59,6 +59,11 @@ pub struct Registration {
     /// Whether the `previous` member passed to `register` was still registered: if so, no
     /// entry past its acknowledged position was trimmed.
     pub previous_kept: bool,
+    /// The coordinator state's id ([`Announced::state`]).
+    pub state: String,
+    /// Whether this registration began a new state (the coordinator had none: a new fleet,
+    /// or its data was lost, with the in-flight creates).
+    pub fresh_state: bool,
 }
 
 /// What [`Coordinator::announce_create`] returns, all read in the one atomic step that
@@ -72,8 +77,23 @@ pub struct Announced {
     pub members: Vec<MemberId>,
     /// How long writers must hold creates because the coordinator's state is new (its data
     /// was lost, or the fleet is starting): guards of an earlier state may still serve until
-    /// their deadlines pass. Zero otherwise.
+    /// their deadlines pass. Zero otherwise. An announcement on a coordinator without a
+    /// state begins one, with its hold.
     pub hold: Duration,
+    /// The id of the coordinator's state the entry went into: random, made when the state
+    /// began. A waiting writer that finds another state ([`MemberStates::state`]) cannot
+    /// tell a member that left from one whose registration was lost.
+    pub state: String,
+}
+
+/// What [`Coordinator::members`] returns, read in one atomic step.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct MemberStates {
+    /// The id of the coordinator's state ([`Announced::state`]); empty if it has none.
+    pub state: String,
+    /// The members asked for, in order.
+    pub members: Vec<MemberState>,
 }
 
 /// A member as a waiting writer sees it ([`Coordinator::members`]).
@@ -99,8 +119,8 @@ pub struct MemberState {
 pub struct Batch {
     /// Entries after the position asked, in log order.
     pub entries: Vec<Entry>,
-    /// Acknowledgements and renewals published after the cursor asked, in order: each a
-    /// member and what it acknowledged.
+    /// Acknowledgements published after the cursor asked, in order: each a member and what
+    /// it acknowledged.
     pub acks: Vec<(MemberId, Position)>,
     /// The cursor of the acknowledgement feed after this batch.
     pub acks_cursor: Position,
@@ -147,7 +167,8 @@ pub trait Coordinator: Send + Sync + 'static {
     fn expel(&self, member: MemberId) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
     /// Appends a create of `key` and records it in flight, in one atomic step that also
-    /// reads the registered members.
+    /// reads the registered members and the state's id, and begins a state (with its hold)
+    /// if the coordinator has none.
     fn announce_create(
         &self,
         origin: InstanceId,
@@ -189,13 +210,14 @@ pub trait Coordinator: Send + Sync + 'static {
         position: Position,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
-    /// The states of `members`, read in one atomic step.
+    /// The states of `members` and the coordinator state's id, read in one atomic step.
     fn members(
         &self,
         members: &[MemberId],
-    ) -> impl Future<Output = Result<Vec<MemberState>, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<MemberStates, Self::Error>> + Send;
 
-    /// The log's top (the last entry's position, or [`Position::ZERO`]).
+    /// The log's top: the position of the last entry ever appended (it survives a trim of
+    /// every entry), or [`Position::ZERO`].
     fn top(&self) -> impl Future<Output = Result<Position, Self::Error>> + Send;
 
     /// The keys of the creates in flight.

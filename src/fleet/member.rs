@@ -133,6 +133,9 @@ struct State {
     rebuilds_wanted: u64,
     rebuilds_done: u64,
     rebuild_running: bool,
+    /// No rebuild starts before this (fleet ms): after a lost state, in-flight writes land
+    /// first ([fleet.M7]).
+    rebuild_not_before: u64,
     /// Creates written while the coordinator was down, to announce.
     unannounced: Vec<Vec<u8>>,
     /// Whether the current outage was reported.
@@ -281,7 +284,17 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Shared<C, K> {
             self.call();
             let states =
                 match tokio::time::timeout_at(deadline, self.coordinator.members(&pending)).await {
-                    Ok(Ok(states)) => states,
+                    Ok(Ok(states)) if states.state != announced.state => {
+                        // The state the entry went into is gone: a member missing from the
+                        // new one may have lost its registration rather than left, and may
+                        // still serve.
+                        add(&self.counters.creates_refused, 1);
+                        return Err(FleetError::Coordinator(Box::from(
+                            "the coordinator's state changed while the create waited for \
+                             acknowledgements (its data was lost); the store was not changed",
+                        )));
+                    }
+                    Ok(Ok(states)) => states.members,
                     Ok(Err(error)) => {
                         self.coordinator_failed("reading members", &error);
                         continue;
@@ -485,6 +498,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 rebuilds_wanted: 0,
                 rebuilds_done: 0,
                 rebuild_running: false,
+                rebuild_not_before: 0,
                 unannounced: Vec::new(),
                 down_reported: false,
             }),
@@ -524,7 +538,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         let warming = guard.is_warming();
         // A warm-up that loaded pages before the registration (or creates made before it)
         // may lack rows other members created meanwhile: a rebuild follows the warm-up.
-        let filled_before = guard.filter().len() > 0;
+        let filled_before = !guard.filter().is_empty();
         {
             let mut state = shared.state();
             state.member = Some(registration.member);
@@ -947,6 +961,10 @@ where
         state.acked = registration.top;
         state.rebuilds_wanted += 1;
         add(&shared.counters.rebuilds_asked, 1);
+        if registration.fresh_state {
+            let bound = shared.config.write_bound_value().as_millis() as u64;
+            state.rebuild_not_before = guard.core().fleet_now().saturating_add(bound);
+        }
     }
 }
 
@@ -963,7 +981,10 @@ where
     }
     let wanted = {
         let mut state = shared.state();
-        if state.rebuild_running || state.rebuilds_done >= state.rebuilds_wanted {
+        if state.rebuild_running
+            || state.rebuilds_done >= state.rebuilds_wanted
+            || guard.core().fleet_now() < state.rebuild_not_before
+        {
             return;
         }
         state.rebuild_running = true;

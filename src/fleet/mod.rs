@@ -43,10 +43,14 @@
 //! - **[fleet.M6] Trimming.** The log is trimmed below the lowest position a registered
 //!   member acknowledged. A member removed meanwhile finds its previous registration gone at
 //!   its rejoin and rebuilds.
-//! - **[fleet.M7] A new coordinator state.** The first registration on a coordinator with no
-//!   fleet state (a new fleet, or one whose data was lost) makes writers hold creates for
-//!   [`FleetConfig::lease`] twice over: members of the lost state may serve until their
-//!   deadlines pass.
+//! - **[fleet.M7] A new coordinator state.** The first registration or announcement on a
+//!   coordinator with no fleet state (a new fleet, or one whose data was lost) begins one,
+//!   with a random id and a hold: writers hold creates for twice the lease, because members
+//!   of the lost state may serve until their deadlines pass. A writer whose wait finds
+//!   another state than the one its entry went into refuses the create (a member missing
+//!   from the new state may have lost its registration rather than left). A member that
+//!   rejoins into a new state rebuilds, after [`FleetConfig::write_bound`]: the in-flight
+//!   creates were lost with the state, and their writes must land before its scan.
 //!
 //! Why "absent" is sound: a create whose write a lookup can see was acknowledged by the
 //! member (which applied it first), or was written while the member was gone, which means
@@ -73,7 +77,12 @@
 //! Clock *rates* of the members and the coordinator differ by at most
 //! [`FleetConfig::clock_rate_error`] (1% by default); clock offsets do not matter. Writers
 //! outside the fleet must announce their creates ([`Fleet::announce_created`]); the
-//! coordinator must not evict keys (`noeviction`).
+//! coordinator must not evict keys (`noeviction`). The coordinator loses no acknowledged
+//! write: one Redis server (a restart that loses data is a new state, handled above), or
+//! replicas with `WAIT`/`WAITAOF` before failovers; a failover to a replica that lacks
+//! acknowledged entries but keeps the state's id is not detected (stop the fleet's members,
+//! or delete the state's `epoch` key, after such a failover). On platforms other than Linux
+//! the fleet clock is `Instant`, which may stop while the machine is suspended.
 
 mod coordinator;
 mod key;
@@ -82,7 +91,8 @@ mod member;
 mod redis;
 
 pub use self::coordinator::{
-    Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
+    Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, MemberStates, Op,
+    Registration,
 };
 pub use self::key::FleetKey;
 pub use self::member::{Announcement, Fleet, FleetStats};
@@ -140,6 +150,7 @@ pub struct FleetConfig {
     page_size: usize,
     trim_every: Duration,
     sentinel_rate: u32,
+    write_bound: Duration,
 }
 
 impl FleetConfig {
@@ -167,6 +178,7 @@ impl FleetConfig {
             page_size: 10_000,
             trim_every: Duration::from_secs(10),
             sentinel_rate: 20,
+            write_bound: Duration::from_secs(15),
         }
     }
 
@@ -386,6 +398,28 @@ impl FleetConfig {
     pub fn sentinel_rate(mut self, rows_per_second: u32) -> Self {
         self.sentinel_rate = rows_per_second;
         self
+    }
+
+    /// The longest a create's store write may run after its announcement was acknowledged
+    /// (set it above the database's statement timeout). A member that finds the
+    /// coordinator's state lost (and with it the in-flight creates) waits this long before
+    /// its rebuild scans the store, so a write in flight across the loss lands before it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cuckoo_guard::fleet::FleetConfig;
+    /// let config = FleetConfig::new("a").write_bound(Duration::from_secs(30));
+    /// # let _ = config;
+    /// ```
+    pub fn write_bound(mut self, bound: Duration) -> Self {
+        self.write_bound = bound;
+        self
+    }
+
+    pub(crate) fn write_bound_value(&self) -> Duration {
+        self.write_bound
     }
 
     pub(crate) fn sentinel_rate_value(&self) -> u32 {

@@ -13,7 +13,7 @@ use redis::{AsyncConnectionConfig, Script, Value};
 use super::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
 };
-use super::Position;
+use super::{MemberStates, Position};
 
 /// How many entries the acknowledgement feed keeps (about: `MAXLEN ~`).
 const ACKS_KEPT: u64 = 10_000;
@@ -51,7 +51,9 @@ return stream_info(KEYS[1], KEYS[2])
 /// [the previous lease]. `ARGV`: new member, instance, lease ms, previous member or '',
 /// epoch, hold ms.
 const REGISTER: &str = r"
+local fresh = 0
 if redis.call('EXISTS', KEYS[5]) == 0 then
+  fresh = 1
   redis.call('SET', KEYS[5], ARGV[5])
   if tonumber(ARGV[6]) > 0 then
     redis.call('SET', KEYS[6], '1', 'PX', ARGV[6])
@@ -74,7 +76,7 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SET', KEYS[9], '1', 'PX', ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], 0)
 redis.call('HSET', KEYS[3], ARGV[1], acked)
-return {top, redis.call('HVALS', KEYS[4]), kept}
+return {top, redis.call('HVALS', KEYS[4]), kept, redis.call('GET', KEYS[5]), fresh}
 ";
 
 /// `KEYS`: the lease, renewals. `ARGV`: member, lease ms.
@@ -106,11 +108,18 @@ redis.call('HDEL', KEYS[4], ARGV[1])
 return removed
 ";
 
-/// `KEYS`: log, inflight, members, hold. `ARGV`: key, origin.
+/// `KEYS`: log, inflight, members, hold, epoch. `ARGV`: key, origin, a new epoch, hold ms.
+/// Begins a state (epoch and hold) if there is none, as `register` does.
 const ANNOUNCE_CREATE: &str = r"
+if redis.call('EXISTS', KEYS[5]) == 0 then
+  redis.call('SET', KEYS[5], ARGV[3])
+  if tonumber(ARGV[4]) > 0 then
+    redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
+  end
+end
 local id = redis.call('XADD', KEYS[1], '*', 'o', 'c', 'k', ARGV[1], 'i', ARGV[2])
 redis.call('HSET', KEYS[2], id, ARGV[1])
-return {id, redis.call('HKEYS', KEYS[3]), redis.call('PTTL', KEYS[4])}
+return {id, redis.call('HKEYS', KEYS[3]), redis.call('PTTL', KEYS[4]), redis.call('GET', KEYS[5])}
 ";
 
 /// `KEYS`: members, acked, acks. `ARGV`: member, position, feed length.
@@ -123,13 +132,14 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1], 'p', ARGV
 return 1
 ";
 
-/// `KEYS`: members, renewals, acked, then each member's lease. `ARGV`: the members. Returns
-/// four values per member: registered, lease live, renewals, acked.
+/// `KEYS`: members, renewals, acked, epoch, then each member's lease. `ARGV`: the members.
+/// Returns the epoch (or false), then four values per member: registered, lease live,
+/// renewals, acked.
 const MEMBERS: &str = r"
-local out = {}
+local out = {redis.call('GET', KEYS[4])}
 for i, member in ipairs(ARGV) do
   out[#out + 1] = redis.call('HEXISTS', KEYS[1], member)
-  out[#out + 1] = redis.call('EXISTS', KEYS[3 + i])
+  out[#out + 1] = redis.call('EXISTS', KEYS[4 + i])
   out[#out + 1] = redis.call('HGET', KEYS[2], member)
   out[#out + 1] = redis.call('HGET', KEYS[3], member)
 end
@@ -1031,15 +1041,18 @@ impl Coordinator for RedisCoordinator {
             .arg(previous.map(|p| p.0.to_string()).unwrap_or_default())
             .arg(format!("{:016x}", random_u64()))
             .arg(millis(self.shared.hold, 0));
-        let (top, in_flight, kept): (String, Vec<Vec<u8>>, i64) = invocation
-            .invoke_async(&mut self.connection())
-            .await
-            .map_err(command("register"))?;
+        let (top, in_flight, kept, state, fresh): (String, Vec<Vec<u8>>, i64, String, i64) =
+            invocation
+                .invoke_async(&mut self.connection())
+                .await
+                .map_err(command("register"))?;
         Ok(Registration {
             member,
             top: position(&top, "the log's last-generated-id")?,
             in_flight,
             previous_kept: kept == 1,
+            state,
+            fresh_state: fresh == 1,
         })
     }
 
@@ -1103,7 +1116,7 @@ impl Coordinator for RedisCoordinator {
         key: &[u8],
     ) -> Result<Announced, RedisCoordinatorError> {
         let keys = self.keys();
-        let (id, members, hold): (String, Vec<String>, i64) = self
+        let (id, members, hold, state): (String, Vec<String>, i64, String) = self
             .shared
             .scripts
             .announce_create
@@ -1111,8 +1124,11 @@ impl Coordinator for RedisCoordinator {
             .key(&keys.inflight)
             .key(&keys.members)
             .key(&keys.hold)
+            .key(&keys.epoch)
             .arg(key)
             .arg(origin.0)
+            .arg(format!("{:016x}", random_u64()))
+            .arg(millis(self.shared.hold, 0))
             .invoke_async(&mut self.connection())
             .await
             .map_err(command("announce a create"))?;
@@ -1124,6 +1140,7 @@ impl Coordinator for RedisCoordinator {
                 .collect::<Result<_, _>>()?,
             // PTTL: -2 without the key, -1 without a time to live (which the hold never is).
             hold: Duration::from_millis(u64::try_from(hold).unwrap_or(0)),
+            state,
         })
     }
 
@@ -1213,19 +1230,14 @@ impl Coordinator for RedisCoordinator {
         Ok(())
     }
 
-    async fn members(
-        &self,
-        members: &[MemberId],
-    ) -> Result<Vec<MemberState>, RedisCoordinatorError> {
-        if members.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn members(&self, members: &[MemberId]) -> Result<MemberStates, RedisCoordinatorError> {
         let keys = self.keys();
         let mut invocation = self.shared.scripts.members.prepare_invoke();
         invocation
             .key(&keys.members)
             .key(&keys.renewals)
-            .key(&keys.acked);
+            .key(&keys.acked)
+            .key(&keys.epoch);
         for &member in members {
             invocation.key(keys.lease(member));
         }
@@ -1236,6 +1248,15 @@ impl Coordinator for RedisCoordinator {
             .invoke_async(&mut self.connection())
             .await
             .map_err(command("read the members"))?;
+        let Some((state, values)) = values.split_first() else {
+            return Err(malformed(String::from(
+                "the members script returned nothing",
+            )));
+        };
+        let state = match state {
+            Value::Nil | Value::Boolean(false) => String::new(),
+            value => text(value, "the coordinator state's id")?.to_owned(),
+        };
         if values.len() != members.len() * 4 {
             return Err(malformed(format!(
                 "the members script returned {} values for {} members",
@@ -1245,7 +1266,7 @@ impl Coordinator for RedisCoordinator {
         }
         // A Lua `false` (a missing field) is a null in RESP2 and may be a boolean in RESP3.
         let flag = |value: &Value| matches!(value, Value::Int(1) | Value::Boolean(true));
-        members
+        let members = members
             .iter()
             .zip(values.chunks(4))
             .map(|(&member, state)| {
@@ -1273,7 +1294,8 @@ impl Coordinator for RedisCoordinator {
                     acked,
                 })
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(MemberStates { state, members })
     }
 
     /// The log's `last-generated-id`: it survives a trim of every entry.
