@@ -748,11 +748,17 @@ where
 {
     let mut acks_cursor = Position::ZERO;
     let mut retry = Duration::from_millis(10);
+    let mut last_epoch = 0;
     loop {
         let (from, epoch) = {
             let state = shared.state();
             (state.applied, state.epoch)
         };
+        if epoch != last_epoch {
+            // A registration, possibly into a new state whose feed starts over.
+            last_epoch = epoch;
+            acks_cursor = Position::ZERO;
+        }
         shared.call();
         let batch = match shared
             .coordinator
