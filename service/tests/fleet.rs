@@ -879,3 +879,114 @@ async fn three_processes_no_false_negatives_and_a_kill() {
     drop(processes);
     clean_up(&database, &table, &redis, &fleet).await;
 }
+
+/// Sends `signal` (`STOP`, `CONT`) to an instance's process.
+fn signal(processes: &Processes, index: usize, signal: &str) {
+    let pid = processes.0[index].as_ref().expect("running").id();
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill(1) runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// An instance paused with `SIGSTOP` longer than its lease while another creates rows:
+/// writers stop waiting for it after about a lease, and when it resumes (`SIGCONT`) it
+/// never answers 404 for those rows from its stale filter: its deadline has passed, so it
+/// passes them to the database until it has rejoined and caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_instance_fails_open_when_it_resumes() {
+    let Some(database) = servers::server_url(&servers::POSTGRES) else {
+        return;
+    };
+    let Some(redis) = servers::server_url(&servers::REDIS) else {
+        return;
+    };
+    let unique = format!(
+        "{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    let table = format!("users_pause_{unique}");
+    let fleet = format!("users-pause-test-{unique}");
+    let client = Client::builder().timeout(REQUEST_TIMEOUT).build().unwrap();
+    let mut processes = Processes::default();
+    let mut instances = Vec::new();
+    for index in 0..2 {
+        instances.push(start(&mut processes, &database, &table, &redis, &fleet));
+        wait_serving(&client, index, &instances[index]).await;
+    }
+    // Past the new fleet's hold.
+    for (index, instance) in instances.iter().enumerate() {
+        let response = client
+            .post(format!("{}/users", instance.base))
+            .json(&json!({ "id": index + 1, "name": "first" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+    let before = stats(&client, &instances[1]).await;
+    signal(&processes, 1, "STOP");
+    let paused = Instant::now();
+    let mut longest = Duration::ZERO;
+    for id in 100..120 {
+        let started = Instant::now();
+        let response = client
+            .post(format!("{}/users", instances[0].base))
+            .json(&json!({ "id": id, "name": "made while 1 was paused" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED, "create {id}");
+        longest = longest.max(started.elapsed());
+    }
+    // Paused past the lease, and past the creates.
+    let past = lease() * 2;
+    if let Some(left) = past.checked_sub(paused.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    signal(&processes, 1, "CONT");
+    let mut not_found = Vec::new();
+    for id in 100..120 {
+        let response = client
+            .get(format!("{}/users/{id}", instances[1].base))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == StatusCode::NOT_FOUND {
+            not_found.push(id);
+        }
+    }
+    let after = stats(&client, &instances[1]).await;
+    eprintln!(
+        "pause test: paused {:?} (lease {:?}); the longest create meanwhile took {longest:?}; \
+         fail-open lookups on the resumed instance: {}",
+        paused.elapsed(),
+        lease(),
+        figure(&after, "passed_failing_open") - figure(&before, "passed_failing_open"),
+    );
+    assert!(
+        not_found.is_empty(),
+        "the resumed instance answered 404 for rows created while it was paused: {not_found:?}"
+    );
+    assert!(longest < lease() + Duration::from_secs(5), "{longest:?}");
+    wait_serving(&client, 1, &instances[1]).await;
+    for id in 100..120 {
+        let response = client
+            .get(format!("{}/users/{id}", instances[1].base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "id {id} after the rejoin"
+        );
+    }
+    drop(processes);
+    clean_up(&database, &table, &redis, &fleet).await;
+}
