@@ -9,7 +9,9 @@
 # Each run: start the service on a free port (ROWS users seeded), fill its cache with the hot
 # set, then drive it with wrk and read the database queries it made from /stats on the admin
 # listener (the public one answers 404 there, which each run checks). Fails if the guard does
-# not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s.
+# not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s. A last run
+# starts two instances over PostgreSQL as one fleet (Redis at REDIS_URL coordinates them) and
+# drives both at once with half the connections each; it fails on the same 1% bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +29,7 @@ HOT=${HOT:-10000}
 THREADS=${THREADS:-2}
 CONNECTIONS=${CONNECTIONS:-32}
 DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 export HOT
 
 if ! command -v wrk >/dev/null; then
@@ -43,8 +46,10 @@ service=target/release/users-service
 
 work=$(mktemp -d)
 pid=""
+pids=()
 cleanup() {
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -117,6 +122,71 @@ for db in sqlite postgres; do
     done
 done
 
+# Starts an instance with "$@" writing to $work/$name.out; sets base_url and admin_url.
+start_instance() {
+    local name=$1
+    shift
+    "$service" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    pids+=($!)
+    base_url=""
+    for _ in $(seq 1 1200); do
+        base_url=$(grep '^listening on ' "$work/$name.out" 2>/dev/null | grep -o 'http://[0-9.:]*' || true)
+        if [ -n "$base_url" ]; then break; fi
+        if ! kill -0 "${pids[-1]}" 2>/dev/null; then
+            echo "error: instance $name stopped:" >&2
+            cat "$work/$name.err" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    if [ -z "$base_url" ]; then echo "error: instance $name did not start" >&2; exit 1; fi
+    admin_url=$(grep '^admin ' "$work/$name.out" | grep -o 'http://[0-9.:]*')
+}
+
+fleet_run() {
+    local fleet="load-fleet-$$-$(date +%s)" half=$(( CONNECTIONS / 2 ))
+    local args=(--db "$DATABASE_URL" --listen 127.0.0.1:0 --admin-addr 127.0.0.1:0 --seed "$ROWS"
+        --table load_users --fleet-redis "$REDIS_URL" --fleet-name "$fleet")
+    start_instance a "${args[@]}"
+    local base_a=$base_url admin_a=$admin_url
+    start_instance b "${args[@]}"
+    local base_b=$base_url admin_b=$admin_url
+    for _ in $(seq 1 600); do
+        if curl -sf "$admin_a/stats" | grep -q '"serving":true' \
+            && curl -sf "$admin_b/stats" | grep -q '"serving":true'; then break; fi
+        sleep 0.1
+    done
+    PHASE=warm THREADS=1 wrk -t1 -c"$half" -d2s -s scripts/attack.lua "$base_a" >/dev/null
+    PHASE=warm THREADS=1 wrk -t1 -c"$half" -d2s -s scripts/attack.lua "$base_b" >/dev/null
+    local before_a before_b after_a after_b
+    before_a=$(curl -sf "$admin_a/stats"); before_b=$(curl -sf "$admin_b/stats")
+    wrk -t1 -c"$half" -d"${DURATION}s" --latency -s scripts/attack.lua "$base_a" >"$work/wrk_a" &
+    local wrk_a=$!
+    wrk -t1 -c"$half" -d"${DURATION}s" --latency -s scripts/attack.lua "$base_b" >"$work/wrk_b"
+    wait "$wrk_a"
+    after_a=$(curl -sf "$admin_a/stats"); after_b=$(curl -sf "$admin_b/stats")
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    pids=()
+    if command -v redis-cli >/dev/null; then
+        redis-cli -u "$REDIS_URL" --scan --pattern "cuckoo-guard:{$fleet}*" \
+            | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null || true
+    fi
+    local rps_a rps_b p99_a p99_b queries
+    rps_a=$(awk '/^Requests\/sec:/ {print $2}' "$work/wrk_a")
+    rps_b=$(awk '/^Requests\/sec:/ {print $2}' "$work/wrk_b")
+    p99_a=$(awk '$1 == "99%" {print $2}' "$work/wrk_a")
+    p99_b=$(awk '$1 == "99%" {print $2}' "$work/wrk_b")
+    queries=$(( $(stat_of "$after_a" get) - $(stat_of "$before_a" get) \
+        + $(stat_of "$after_b" get) - $(stat_of "$before_b" get) ))
+    fleet_line=$(awk -v a="$rps_a" -v b="$rps_b" -v pa="$p99_a" -v pb="$p99_b" -v q="$queries" \
+        -v d="$DURATION" 'BEGIN { printf "Two instances over PostgreSQL as one fleet (Redis coordinating), wrk at each with half the connections: %.0f requests/s together (%.0f + %.0f), p99 %s and %s, %.0f DB queries/s.", a + b, a, b, pa, pb, q / d }')
+    fleet_queries=$queries
+    echo "    $fleet_line"
+}
+
+echo "==> two instances as one fleet"
+fleet_run
+
 table="$work/table"
 awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v rows="$ROWS" -v hot="$HOT" '
     {
@@ -138,6 +208,7 @@ awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v row
         printf "\n%d s per run, wrk with %d threads and %d connections on the same 2-core machine as the service and the database; %d users seeded, half the requests for a hot set of %d (cached before the run), half for absent ids, each new.\n", \
             duration, threads, conns, rows, hot
     }' "$results" >"$table"
+printf '\n%s\n' "$fleet_line" >>"$table"
 echo
 cat "$table"
 
@@ -155,6 +226,11 @@ while read -r label mode rps _ _ _ _ queries; do
         status=1
     fi
 done <"$results"
+postgres_without=$(awk '$1 == "PostgreSQL" && $2 == "without" {print $8}' "$results")
+if [ $(( fleet_queries * 100 )) -gt "$postgres_without" ]; then
+    echo "error: the fleet left $fleet_queries of $postgres_without database queries (more than 1%)" >&2
+    status=1
+fi
 
 if [ "$SHORT" = 0 ] && [ "$status" = 0 ]; then
     # Replace the table between the markers in BENCHMARKS.md.
