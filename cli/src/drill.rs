@@ -173,7 +173,8 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         for guard in &guards {
             guard.leave_fleet();
         }
-        if let Err(CliError(message)) = backend::remove_fleet_keys(&args.fleet_redis(), &report.name)
+        if let Err(CliError(message)) =
+            backend::remove_fleet_keys(&args.fleet_redis(), &report.name)
         {
             eprintln!("warning: {message}");
         }
@@ -222,7 +223,10 @@ struct Joined {
     name: String,
     redis: String,
     lease_secs: f64,
+    /// Joining (with the warm-ups) until every instance served.
     join_secs: f64,
+    /// The first create, which waited out the new fleet's hold.
+    hold_secs: f64,
     /// The instances' barrier wait before the traffic (the first create's, in the hold).
     barrier_wait_micros: u64,
 }
@@ -281,7 +285,9 @@ fn join_fleet(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let join_secs = started.elapsed().as_secs_f64();
     // One create and delete, so the traffic's creates do not wait out the hold.
+    let hold_started = Instant::now();
     let probe = backend.guard();
     match probe.guard_put(HOLD_PROBE_KEY) {
         Ok(true) => {}
@@ -290,7 +296,11 @@ fn join_fleet(
                 "row {HOLD_PROBE_KEY} existed already: is something else writing to the table?"
             )))
         }
-        Err(e) => return Err(CliError::new(format!("the fleet's first create failed: {e}"))),
+        Err(e) => {
+            return Err(CliError::new(format!(
+                "the fleet's first create failed: {e}"
+            )))
+        }
     }
     with_retries(|| probe.guard_delete(HOLD_PROBE_KEY))
         .map_err(|e| CliError::new(format!("cannot delete row {HOLD_PROBE_KEY}: {e}")))?;
@@ -298,7 +308,8 @@ fn join_fleet(
         name,
         redis: crate::backend::redact(&redis),
         lease_secs: lease.as_secs_f64(),
-        join_secs: started.elapsed().as_secs_f64(),
+        join_secs,
+        hold_secs: hold_started.elapsed().as_secs_f64(),
         barrier_wait_micros: guards
             .iter()
             .filter_map(|guard| guard.fleet_stats())
@@ -324,8 +335,8 @@ fn fleet_report(
     phases: [&PhaseRun; 2],
     redis_calls: u64,
 ) -> FleetReport {
-    let mut creates = Histogram::<u64>::new_with_bounds(1, LATENCY_MAX_NS, 3)
-        .expect("the bounds are valid");
+    let mut creates =
+        Histogram::<u64>::new_with_bounds(1, LATENCY_MAX_NS, 3).expect("the bounds are valid");
     for phase in phases {
         creates
             .add(&phase.tally.create_latency)
@@ -356,6 +367,7 @@ fn fleet_report(
         redis: joined.redis,
         lease_secs: joined.lease_secs,
         join_secs: joined.join_secs,
+        hold_secs: joined.hold_secs,
         creates: direct.tally.creates + guarded.tally.creates,
         create_p50_us: us(creates.value_at_quantile(0.5) as f64),
         create_p99_us: us(creates.value_at_quantile(0.99) as f64),
@@ -806,13 +818,19 @@ fn traffic(
             let start = Instant::now();
             match guards[writer].guard_put(key) {
                 Ok(true) => {
-                    tally.create_latency.saturating_record(nanos(start.elapsed()));
+                    tally
+                        .create_latency
+                        .saturating_record(nanos(start.elapsed()));
                     tally.creates += 1;
                     tally.created.push(key);
                     if instances > 1 && mode == Mode::Guarded {
                         // Another instance, a different one each time.
                         let other = 1 + tally.creates as usize % (instances - 1);
-                        cross_read(guards[(writer + other) % instances], key, &mut tally);
+                        let reader = guards[(writer + other) % instances];
+                        if args.sabotage_fleet {
+                            reader.filter().remove(&key);
+                        }
+                        cross_read(reader, key, &mut tally);
                     }
                 }
                 Ok(false) => {

@@ -129,6 +129,11 @@ pub(crate) struct DrillArgs {
     /// the drill must fail.
     #[arg(long, hide = true)]
     pub(crate) sabotage_seal: bool,
+    /// Negative control of the cross-instance check, for the tool's tests: remove each key
+    /// created on one instance from the filter of the instance that reads it next, so that
+    /// read answers "absent" and the drill must fail.
+    #[arg(long, hide = true)]
+    pub(crate) sabotage_fleet: bool,
 }
 
 impl DrillArgs {
@@ -184,9 +189,10 @@ impl DrillArgs {
             return Err("--sabotage-seal needs --restart".into());
         }
         if !(1..=MAX_INSTANCES).contains(&self.instances) {
-            return Err(format!(
-                "--instances must be between 1 and {MAX_INSTANCES}"
-            ));
+            return Err(format!("--instances must be between 1 and {MAX_INSTANCES}"));
+        }
+        if self.sabotage_fleet && self.instances < 2 {
+            return Err("--sabotage-fleet needs --instances 2 or more".into());
         }
         if self.instances > 1 && self.restart {
             return Err("--restart works with one instance only".into());
@@ -202,7 +208,11 @@ impl DrillArgs {
     pub(crate) fn fleet_redis(&self) -> String {
         self.fleet_redis
             .clone()
-            .or_else(|| std::env::var("REDIS_URL").ok().filter(|url| !url.is_empty()))
+            .or_else(|| {
+                std::env::var("REDIS_URL")
+                    .ok()
+                    .filter(|url| !url.is_empty())
+            })
             .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
     }
 

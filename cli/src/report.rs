@@ -179,6 +179,8 @@ pub(crate) struct FleetReport {
     pub(crate) lease_secs: f64,
     /// Joining every instance (their warm-ups) and waiting until all serve.
     pub(crate) join_secs: f64,
+    /// The fleet's first create, before the traffic: it waits out a new fleet's hold.
+    pub(crate) hold_secs: f64,
     /// Rows created by the traffic (both phases), and their latency.
     pub(crate) creates: u64,
     pub(crate) create_p50_us: f64,
@@ -531,12 +533,14 @@ pub(crate) fn to_table(r: &Report) -> String {
     if let Some(fl) = &r.fleet {
         let _ = writeln!(
             out,
-            "  instances              {} guards in fleet {:?} (Redis {}, lease {} s), joined and serving in {}",
+            "  instances              {} guards in fleet {:?} (Redis {}, lease {} s), joined and serving in {}, \
+             the first create waited out the new fleet's hold in {}",
             fl.instances.len(),
             fl.name,
             fl.redis,
             fl.lease_secs,
-            duration(fl.join_secs)
+            duration(fl.join_secs),
+            duration(fl.hold_secs)
         );
         let _ = writeln!(
             out,
@@ -696,6 +700,7 @@ pub(crate) fn to_json(r: &Report) -> Value {
             "redis": f.redis,
             "lease_seconds": f.lease_secs,
             "join_seconds": f.join_secs,
+            "hold_seconds": f.hold_secs,
             "creates": f.creates,
             "create_latency_p50_us": f.create_p50_us,
             "create_latency_p99_us": f.create_p99_us,

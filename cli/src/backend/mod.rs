@@ -55,8 +55,7 @@ pub(crate) trait Backend: Sync {
     /// Another guard with `filter` in front of the same table, as another instance of a
     /// service runs it: its own store over new connections, on its own runtime of up to
     /// `threads` workers. It is warming (join it to a fleet, or warm it up).
-    fn instance(&self, filter: CuckooFilter, threads: usize)
-        -> Result<Box<dyn Guarded>, CliError>;
+    fn instance(&self, filter: CuckooFilter, threads: usize) -> Result<Box<dyn Guarded>, CliError>;
 }
 
 /// How [`Backend::restart`] started the new guard.
@@ -341,7 +340,10 @@ impl<S: AsyncStore> AsyncGuard<S> {
     {
         let runtime = runtime(threads)?;
         let store = open(&runtime)?;
-        Ok(AsyncGuard::new(AsyncCacheGuard::new(filter, store), runtime))
+        Ok(AsyncGuard::new(
+            AsyncCacheGuard::new(filter, store),
+            runtime,
+        ))
     }
 
     fn fleet(&self) -> std::sync::MutexGuard<'_, Option<Fleet<RedisCoordinator, i64>>> {

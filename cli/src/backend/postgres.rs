@@ -134,11 +134,7 @@ impl Backend for PostgresBackend {
         self.guarded.restart(path, open, fallback)
     }
 
-    fn instance(
-        &self,
-        filter: CuckooFilter,
-        threads: usize,
-    ) -> Result<Box<dyn Guarded>, CliError> {
+    fn instance(&self, filter: CuckooFilter, threads: usize) -> Result<Box<dyn Guarded>, CliError> {
         let open =
             |runtime: &Runtime| open_store(runtime, &self.db, &self.table, self.connections, false);
         Ok(Box::new(AsyncGuard::instance(threads, filter, open)?))

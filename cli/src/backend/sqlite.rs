@@ -168,11 +168,7 @@ impl Backend for SqliteBackend {
         self.guarded.restart(path, open, fallback)
     }
 
-    fn instance(
-        &self,
-        filter: CuckooFilter,
-        threads: usize,
-    ) -> Result<Box<dyn Guarded>, CliError> {
+    fn instance(&self, filter: CuckooFilter, threads: usize) -> Result<Box<dyn Guarded>, CliError> {
         let open = |_: &Runtime| open_store(self.path(), &self.table, self.connections, false);
         Ok(Box::new(AsyncGuard::instance(threads, filter, open)?))
     }
