@@ -542,9 +542,15 @@ pub(crate) fn to_table(r: &Report) -> String {
             duration(fl.join_secs),
             duration(fl.hold_secs)
         );
-        let _ = writeln!(
-            out,
-            "  create latency         p50 {:.1} us, p99 {:.1} us over {} creates; barrier wait {} per create ({} of the mean create)",
+        if fl.creates == 0 {
+            let _ = writeln!(
+                out,
+                "  create latency         - (no creates: --write-share 0)"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  create latency         p50 {:.1} us, p99 {:.1} us over {} creates; barrier wait {} per create ({} of the mean create)",
             fl.create_p50_us,
             fl.create_p99_us,
             thousands(fl.creates),
@@ -557,6 +563,7 @@ pub(crate) fn to_table(r: &Report) -> String {
                 1
             )
         );
+        }
         let _ = writeln!(
             out,
             "  cross-instance reads   {} keys read on another instance as soon as their create returned: {} answered absent",
