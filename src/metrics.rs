@@ -13,6 +13,9 @@
 //! | `cuckoo_guard_blocked_total` | counter | [`GuardStats::blocked`] |
 //! | `cuckoo_guard_passed_total` | counter | [`GuardStats::passed`] |
 //! | `cuckoo_guard_passed_while_warming_total` | counter | [`GuardStats::passed_while_warming`] |
+//! | `cuckoo_guard_passed_failing_open_total` | counter | [`GuardStats::passed_failing_open`]: a fleet member that could not vouch for its filter |
+//! | `cuckoo_guard_fleet_creates_applied_total` | counter | [`GuardStats::fleet_creates_applied`] |
+//! | `cuckoo_guard_fleet_deletes_applied_total` | counter | [`GuardStats::fleet_deletes_applied`] |
 //! | `cuckoo_guard_store_hits_total` | counter | [`GuardStats::store_hits`] |
 //! | `cuckoo_guard_false_positives_total` | counter | [`GuardStats::false_positives`] |
 //! | `cuckoo_guard_memo_hits_total` | counter | [`GuardStats::memo_hits`] |
@@ -99,6 +102,21 @@ pub fn describe() {
         "cuckoo_guard_passed_while_warming_total",
         Unit::Count,
         "Lookups sent to the store because the warm-up had not finished."
+    );
+    describe_counter!(
+        "cuckoo_guard_passed_failing_open_total",
+        Unit::Count,
+        "Lookups sent to the store because the guard's fleet membership could not vouch for its filter."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_creates_applied_total",
+        Unit::Count,
+        "Creates other fleet members announced, applied to this guard's filters."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_deletes_applied_total",
+        Unit::Count,
+        "Deletes other fleet members announced, applied to this guard's filters."
     );
     describe_counter!(
         "cuckoo_guard_store_hits_total",
@@ -260,6 +278,18 @@ pub fn record(stats: &GuardStats, name: &str) {
         (
             "cuckoo_guard_passed_while_warming_total",
             stats.passed_while_warming,
+        ),
+        (
+            "cuckoo_guard_passed_failing_open_total",
+            stats.passed_failing_open,
+        ),
+        (
+            "cuckoo_guard_fleet_creates_applied_total",
+            stats.fleet_creates_applied,
+        ),
+        (
+            "cuckoo_guard_fleet_deletes_applied_total",
+            stats.fleet_deletes_applied,
         ),
         ("cuckoo_guard_store_hits_total", stats.store_hits),
         ("cuckoo_guard_false_positives_total", stats.false_positives),
@@ -460,6 +490,14 @@ mod tests {
                 &[]
             ),
             &DebugValue::Counter(stats.rebuilds_skipped)
+        );
+        assert_eq!(
+            find(
+                MetricKind::Counter,
+                "cuckoo_guard_passed_failing_open_total",
+                &[]
+            ),
+            &DebugValue::Counter(stats.passed_failing_open)
         );
         assert_eq!(
             find(MetricKind::Gauge, "cuckoo_guard_memo_entries", &[]),

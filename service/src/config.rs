@@ -128,6 +128,57 @@ pub struct Config {
     pub cache_bytes: u64,
     /// The longest name accepted, in bytes (UTF-8); a longer one is refused with 422.
     pub max_name_bytes: usize,
+    /// Membership of a fleet of replicas over the same table: the guard joins it instead of
+    /// warming up alone, so a row created through any replica is never answered absent by
+    /// another. `None`: a lone guard, which assumes every write goes through it.
+    pub fleet: Option<FleetSettings>,
+}
+
+/// The fleet a replica joins ([`Config::fleet`]): its coordinator (Redis) and its name.
+/// Every replica over the same table must join the same fleet. Its `Debug` leaves out the
+/// URL's user info (where a password would be).
+///
+/// # Examples
+///
+/// ```
+/// use users_service::FleetSettings;
+///
+/// let fleet = FleetSettings::new("redis://:secret@127.0.0.1:6379", "users");
+/// assert_eq!(fleet.name, "users");
+/// assert!(!format!("{fleet:?}").contains("secret"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct FleetSettings {
+    /// The coordinator's Redis URL (`redis://[:password@]host:port[/db]`).
+    pub redis_url: String,
+    /// The fleet's name: its keys in Redis start with `cuckoo-guard:{name}`.
+    pub name: String,
+}
+
+impl FleetSettings {
+    /// The fleet `name` coordinated by the Redis server at `redis_url`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let fleet = users_service::FleetSettings::new("redis://127.0.0.1:6379", "users");
+    /// assert_eq!(fleet.redis_url, "redis://127.0.0.1:6379");
+    /// ```
+    pub fn new(redis_url: impl Into<String>, name: impl Into<String>) -> Self {
+        FleetSettings {
+            redis_url: redis_url.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for FleetSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetSettings")
+            .field("redis_url", &without_userinfo(&self.redis_url))
+            .field("name", &self.name)
+            .finish()
+    }
 }
 
 /// What a cached row weighs beyond its name's bytes: its key, the string's header and the
@@ -136,7 +187,7 @@ pub const CACHE_ENTRY_OVERHEAD: usize = 64;
 
 impl Config {
     /// The defaults for `database`: table `users`, no seed, guarded, 8 connections, a 64 MiB
-    /// cache, names up to 1 KiB.
+    /// cache, names up to 1 KiB, no fleet.
     ///
     /// # Examples
     ///
@@ -153,6 +204,7 @@ impl Config {
             connections: 8,
             cache_bytes: 64 << 20,
             max_name_bytes: 1024,
+            fleet: None,
         }
     }
 }

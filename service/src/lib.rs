@@ -24,6 +24,15 @@
 //! request misses the cache and reaches the database; the filter knows every key that does
 //! exist, so it answers the others from memory.
 //!
+//! Several replicas over one table run as a fleet ([`Config::fleet`], `--fleet-redis`): each
+//! guard joins it through Redis ([`cuckoo_guard::fleet`]), announces its creates there before
+//! the database write, and applies the others', so a row created through one replica is never
+//! answered 404 by another; lookups make no Redis call. `/stats` then has a `fleet` object
+//! (whether the member serves, creates announced, their total barrier wait, coordinator
+//! calls, entries applied) beside `passed_failing_open`, the lookups passed to the database
+//! while the member could not vouch for its filter. A create the fleet cannot announce
+//! (Redis down, a member not acknowledging in time) is refused with 503.
+//!
 //! One [`AsyncCacheGuard`](cuckoo_guard::guard::AsyncCacheGuard) serves either database: the
 //! PostgreSQL store is async; the SQLite store's calls run on tokio's blocking threads through
 //! the library's [`Blocking`](cuckoo_guard::guard::Blocking). The modules: `config` (the
@@ -37,19 +46,23 @@ mod routes;
 use std::sync::Arc;
 
 use axum::Router;
+use cuckoo_guard::fleet::RedisCoordinator;
 
-pub use crate::config::{BoxError, Config, Database, CACHE_ENTRY_OVERHEAD};
+pub use crate::config::{BoxError, Config, Database, FleetSettings, CACHE_ENTRY_OVERHEAD};
 pub use crate::database::Queries;
 pub use crate::routes::{App, UNAVAILABLE_BODY};
 
 /// Opens the database (seeding it if asked), starts the guard's warm-up in the background
 /// and returns the public router (the users routes; the admin routes are on
 /// [`App::admin_router`]) with its state. Lookups pass through to the database until the
-/// warm-up has finished ([`App::ready`]).
+/// warm-up has finished ([`App::ready`]). With [`Config::fleet`], it connects to the fleet's
+/// Redis first, and the background task joins the fleet (which warms the guard up) instead;
+/// lookups then pass through until the member is caught up with the fleet as well.
 ///
 /// # Errors
 ///
-/// The database cannot be opened, the table name is invalid, or seeding failed.
+/// The database cannot be opened, the table name is invalid, seeding failed, or the fleet's
+/// Redis cannot be reached (or may evict keys: it must run with `noeviction`).
 ///
 /// # Examples
 ///
@@ -67,5 +80,13 @@ pub use crate::routes::{App, UNAVAILABLE_BODY};
 pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
     let queries = Arc::new(Queries::default());
     let users = database::open(config, &queries).await?;
-    Ok(routes::router(config, users, queries))
+    let coordinator = match &config.fleet {
+        Some(fleet) => Some(
+            RedisCoordinator::builder(fleet.redis_url.as_str(), fleet.name.as_str())
+                .connect()
+                .await?,
+        ),
+        None => None,
+    };
+    Ok(routes::router(config, users, queries, coordinator))
 }

@@ -3,6 +3,9 @@
 //! ```text
 //! cargo run --release -p cuckoo-guard-users-service -- --seed 100000
 //! cargo run --release -p cuckoo-guard-users-service -- --db postgres://postgres@127.0.0.1:5432/test
+//! # one replica of a fleet (run several, each on its own ports, over the same table)
+//! cargo run --release -p cuckoo-guard-users-service -- --db postgres://postgres@127.0.0.1:5432/test \
+//!     --fleet-redis redis://127.0.0.1:6379 --listen 127.0.0.1:0 --admin-addr 127.0.0.1:0
 //! ```
 //!
 //! The users routes are served on `--listen`; `/stats` and `/metrics` only on `--admin-addr`
@@ -12,7 +15,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
-use users_service::{build, Config, Database};
+use users_service::{build, Config, Database, FleetSettings};
 
 /// An axum users service with the cuckoo-guard layer and a moka cache in front of SQLite or
 /// PostgreSQL.
@@ -47,6 +50,15 @@ struct Args {
     /// The longest name accepted, in bytes; longer ones are refused with 422.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     max_name_bytes: u32,
+    /// Run as a member of a fleet of replicas over the same table, coordinated by the Redis
+    /// server at URL (`redis://[:password@]host:port[/db]`, with `maxmemory-policy
+    /// noeviction`): a row created through any replica is never answered absent by another.
+    #[arg(long, value_name = "URL")]
+    fleet_redis: Option<String>,
+    /// The fleet's name (every replica of the table must use the same one); default: the
+    /// table's name.
+    #[arg(long, value_name = "NAME", requires = "fleet_redis")]
+    fleet_name: Option<String>,
 }
 
 /// `--admin-addr`: an address, or `off`.
@@ -94,6 +106,10 @@ async fn main() -> ExitCode {
     config.connections = usize::from(args.connections);
     config.cache_bytes = args.cache_bytes;
     config.max_name_bytes = args.max_name_bytes as usize;
+    config.fleet = args.fleet_redis.map(|url| {
+        let name = args.fleet_name.unwrap_or_else(|| config.table.clone());
+        FleetSettings::new(url, name)
+    });
     let (router, app) = match build(&config).await {
         Ok(built) => built,
         Err(error) => {

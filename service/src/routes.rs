@@ -3,7 +3,7 @@
 
 use std::error::Error as StdError;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
+use cuckoo_guard::fleet::{Fleet, FleetConfig, FleetStats, RedisCoordinator};
 use cuckoo_guard::guard::{Admission, AsyncStore, GuardError, GuardStats, Written};
 use cuckoo_guard::tower::{key, GuardLayer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
@@ -21,6 +22,9 @@ use crate::database::{Queries, Users};
 
 /// Keys per page of the warm-up's scan.
 const WARM_UP_PAGE: usize = 10_000;
+
+/// The guard's membership of its fleet.
+type UsersFleet = Fleet<RedisCoordinator, i64>;
 
 /// A failed database call, as the handlers report it: 503 with a fixed body; the detail
 /// (the database's error text) goes to the log only.
@@ -67,6 +71,9 @@ pub struct App {
     prometheus: Arc<PrometheusRecorder>,
     metrics: PrometheusHandle,
     warm_up: tokio::sync::watch::Receiver<WarmUp>,
+    /// The fleet membership once joined (with [`Config::fleet`]), kept for the service's
+    /// life: dropping it stops the member's tasks.
+    fleet: Arc<OnceLock<UsersFleet>>,
 }
 
 /// Where the guard's warm-up is.
@@ -102,6 +109,24 @@ impl App {
     /// ```
     pub fn stats(&self) -> GuardStats {
         self.users.stats()
+    }
+
+    /// The fleet member's stats, once it joined its fleet ([`Config::fleet`]); `None` without
+    /// a fleet or before the join.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// app.ready().await?;
+    /// assert!(app.fleet_stats().is_none()); // no fleet configured
+    /// # Ok(()) }
+    /// ```
+    pub fn fleet_stats(&self) -> Option<FleetStats> {
+        self.fleet.get().map(Fleet::stats)
     }
 
     /// The admin routes, `GET /stats` (JSON) and `GET /metrics` (Prometheus text), to serve
@@ -159,11 +184,15 @@ impl App {
         &self.queries
     }
 
-    /// Waits until the guard's warm-up has finished.
+    /// Waits until the guard's warm-up (or, with [`Config::fleet`], its join of the fleet,
+    /// which includes the warm-up) has finished. A fleet member may still pass lookups to
+    /// the database for a while after (until it has caught up: `/stats` shows
+    /// `fleet.serving`).
     ///
     /// # Errors
     ///
-    /// The warm-up failed (the guard keeps passing every lookup to the database).
+    /// The warm-up or the join failed (the guard keeps passing every lookup to the
+    /// database).
     ///
     /// # Examples
     ///
@@ -190,8 +219,14 @@ impl App {
 }
 
 /// The public router over `users` (the users routes, behind the guard's layer if
-/// `config.guard`), with its state; starts the guard's warm-up in the background.
-pub(crate) fn router(config: &Config, users: Users, queries: Arc<Queries>) -> (Router, App) {
+/// `config.guard`), with its state; starts the guard's warm-up in the background, or its
+/// join of the fleet `coordinator` serves (which warms it up).
+pub(crate) fn router(
+    config: &Config,
+    users: Users,
+    queries: Arc<Queries>,
+    coordinator: Option<RedisCoordinator>,
+) -> (Router, App) {
     let recorder = PrometheusBuilder::new().build_recorder();
     let (warm_up, warm_up_state) = tokio::sync::watch::channel(WarmUp::Running);
     let app = App {
@@ -209,12 +244,32 @@ pub(crate) fn router(config: &Config, users: Users, queries: Arc<Queries>) -> (R
         metrics: recorder.handle(),
         prometheus: Arc::new(recorder),
         warm_up: warm_up_state,
+        fleet: Arc::new(OnceLock::new()),
     };
     let warming = users.clone();
+    let fleet = config
+        .fleet
+        .as_ref()
+        .zip(coordinator)
+        .map(|(settings, coordinator)| {
+            let settings = FleetConfig::new(settings.name.as_str()).page_size(WARM_UP_PAGE);
+            (coordinator, settings, Arc::clone(&app.fleet))
+        });
     tokio::spawn(async move {
-        let state = match warming.warm_up(WARM_UP_PAGE, |_| {}).await {
-            Ok(_) => WarmUp::Done,
-            Err(error) => WarmUp::Failed(DbError::from(error).0),
+        let state = match fleet {
+            Some((coordinator, settings, slot)) => {
+                match Fleet::join(&warming, coordinator, settings).await {
+                    Ok(joined) => {
+                        let _ = slot.set(joined);
+                        WarmUp::Done
+                    }
+                    Err(error) => WarmUp::Failed(DbError::from(error).0),
+                }
+            }
+            None => match warming.warm_up(WARM_UP_PAGE, |_| {}).await {
+                Ok(_) => WarmUp::Done,
+                Err(error) => WarmUp::Failed(DbError::from(error).0),
+            },
         };
         let _ = warm_up.send(state);
     });
@@ -358,9 +413,33 @@ async fn stats(State(app): State<App>) -> Json<serde_json::Value> {
         "filter_load_factor": s.filter_load_factor,
         "growth_steps": s.growth_steps,
         "rebuilds": s.rebuilds,
+        "passed_failing_open": s.passed_failing_open,
         "db_queries": { "get": get, "put": put, "delete": delete, "scan": scan },
         "cache_entries": app.cache.entry_count(),
+        "fleet": app.fleet_stats().map(|fleet| fleet_json(&fleet)),
     }))
+}
+
+/// The fleet member's part of `/stats`.
+fn fleet_json(fleet: &FleetStats) -> serde_json::Value {
+    serde_json::json!({
+        "serving": fleet.serving,
+        "applied": fleet.applied.to_string(),
+        "creates_announced": fleet.creates_announced,
+        "creates_refused": fleet.creates_refused,
+        "creates_unannounced": fleet.creates_unannounced,
+        "barrier_wait_micros": fleet.barrier_wait_micros,
+        "deletes_announced": fleet.deletes_announced,
+        "entries_applied": fleet.entries_applied,
+        "members_expelled": fleet.members_expelled,
+        "rejoins": fleet.rejoins,
+        "rebuilds_asked": fleet.rebuilds_asked,
+        "coordinator_calls": fleet.coordinator_calls,
+        "coordinator_errors": fleet.coordinator_errors,
+        "trimmed": fleet.trimmed,
+        "sentinel_samples": fleet.sentinel_samples,
+        "sentinel_misses": fleet.sentinel_misses,
+    })
 }
 
 async fn metrics(State(app): State<App>) -> impl IntoResponse {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
-use users_service::{build, App, Config, Database};
+use users_service::{build, App, Config, Database, FleetSettings};
 
 // The library's rule for server tests, shared as the tool's tests share it: a missing
 // PostgreSQL is a visible SKIPPED, and a failure under `CG_REQUIRE_SERVERS=1`.
@@ -314,6 +314,19 @@ async fn bad_configuration_is_a_clear_error() {
         .expect_err("an unreachable server is an error");
     assert!(error.to_string().contains("PostgreSQL"), "{error}");
 
+    // A fleet whose Redis cannot be reached: an error at start, without the URL's password.
+    let mut config = Config::new(Database::Sqlite(dir.path().join("users.db")));
+    config.fleet = Some(FleetSettings::new(
+        "redis://:fleet-secret@127.0.0.1:1",
+        "users",
+    ));
+    let error = build(&config)
+        .await
+        .expect_err("an unreachable coordinator is an error");
+    assert!(error.to_string().contains("Redis"), "{error}");
+    assert!(!error.to_string().contains("fleet-secret"), "{error}");
+    assert!(!format!("{config:?}").contains("fleet-secret"));
+
     assert!("redis://127.0.0.1".parse::<Database>().is_err());
     assert!("sqlite:".parse::<Database>().is_err());
 }
@@ -348,6 +361,10 @@ async fn stats_and_metrics_are_only_on_the_admin_listener() {
         .await
         .unwrap();
     assert_eq!(users.status(), StatusCode::NOT_FOUND);
+    // A lone guard: no fleet stats, and it never failed open.
+    let stats = service.stats().await;
+    assert_eq!(stats["fleet"], Value::Null, "{stats:#}");
+    assert_eq!(stats["passed_failing_open"], 0, "{stats:#}");
 }
 
 /// A name over the cap is refused with a short 422, a body far over it with 413, and

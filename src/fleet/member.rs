@@ -482,8 +482,9 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
     {
         config.check().map_err(GuardError::Fleet)?;
         let instance = InstanceId(random_u64());
-        let clock_guard = guard.clone();
-        let stop_guard = guard.clone();
+        // Weak: the guard holds these hooks.
+        let clock_guard = guard.downgrade();
+        let stop_guard = guard.downgrade();
         let shared = Arc::new(Shared {
             coordinator,
             config,
@@ -506,14 +507,15 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             acked: Notify::new(),
             wake: Notify::new(),
             counters: Counters::default(),
-            clock: Box::new(move || {
-                let core = clock_guard.core();
-                (core.fleet_now(), core.fleet_serving())
+            clock: Box::new(move || match clock_guard.upgrade() {
+                Some(guard) => (guard.core().fleet_now(), guard.core().fleet_serving()),
+                None => (0, false),
             }),
             stop: Box::new(move || {
-                let core = stop_guard.core();
-                core.fleet_stop_serving();
-                core.fleet_set_deadline(0);
+                if let Some(guard) = stop_guard.upgrade() {
+                    guard.core().fleet_stop_serving();
+                    guard.core().fleet_set_deadline(0);
+                }
             }),
             applier_beat: AtomicU64::new(guard.core().fleet_now()),
             _key: PhantomData,
@@ -748,11 +750,17 @@ where
 {
     let mut acks_cursor = Position::ZERO;
     let mut retry = Duration::from_millis(10);
+    let mut last_epoch = 0;
     loop {
         let (from, epoch) = {
             let state = shared.state();
             (state.applied, state.epoch)
         };
+        if epoch != last_epoch {
+            // A registration, possibly into a new state whose feed starts over.
+            last_epoch = epoch;
+            acks_cursor = Position::ZERO;
+        }
         shared.call();
         let batch = match shared
             .coordinator

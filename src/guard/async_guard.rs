@@ -67,6 +67,18 @@ struct Inner<St: AsyncStore, H> {
     fleet: OnceLock<Arc<dyn FleetLink<St::Key>>>,
 }
 
+/// A guard held without keeping it alive (the fleet's hooks hold their guard so, since the
+/// guard holds them).
+#[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+pub(crate) struct WeakGuard<St: AsyncStore, H>(std::sync::Weak<Inner<St, H>>);
+
+#[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+impl<St: AsyncStore, H> WeakGuard<St, H> {
+    pub(crate) fn upgrade(&self) -> Option<AsyncCacheGuard<St, H>> {
+        self.0.upgrade().map(|inner| AsyncCacheGuard { inner })
+    }
+}
+
 impl<St: AsyncStore, H> Clone for AsyncCacheGuard<St, H> {
     fn clone(&self) -> Self {
         AsyncCacheGuard {
@@ -212,6 +224,12 @@ impl<St: AsyncStore + 'static> AsyncCacheGuard<St, RandomState> {
 impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     pub(crate) fn core(&self) -> &GuardCore<H> {
         &self.inner.core
+    }
+
+    /// The guard, held without keeping it alive.
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+    pub(crate) fn downgrade(&self) -> WeakGuard<St, H> {
+        WeakGuard(Arc::downgrade(&self.inner))
     }
 
     /// Installs the guard's fleet hooks; `false` if it is in a fleet already.

@@ -5,7 +5,8 @@
 //! Every actor is a spawned thread; the main thread only sets up, joins and asserts. The
 //! core, `K`, `J` and the store are those of the rebuild models (`loom_tests`). The
 //! coordinator's part is modelled by what the member sees of it: the in-flight list is a
-//! loom mutex over keys, the log's top an atomic counter, an acknowledgement a flag, and the
+//! loom mutex over keys, the log's top an atomic counter, an acknowledgement a flag or the
+//! applier's join, and the
 //! fleet clock the core's model clock.
 
 use loom::sync::{Arc, Mutex};
@@ -288,5 +289,72 @@ fn loom_fleet_control_delete_ignores_scan() {
             delete_ignores_scan: true,
             ..Broken::default()
         });
+    });
+}
+
+/// [fleet.M3] [fleet.F4]: another member's create of `K`. This member's applier applies the
+/// entry and acknowledges it (or, with `ack_first`, acknowledges before applying: the broken
+/// order); the writer waits for the acknowledgement, then writes the store. A lookup that
+/// begins after the write must not answer "absent". Returns whether the lookup ran after the
+/// write.
+fn acknowledged_create(ack_first: bool) -> bool {
+    let core = member(Broken::default(), &[], 100);
+    let acked = flag();
+    let written = flag();
+    let applier = {
+        let (core, acked) = (Arc::clone(&core), Arc::clone(&acked));
+        thread::spawn(move || {
+            if ack_first {
+                // ORDERING: SeqCst; the broken order's acknowledgement.
+                acked.store(true, Ordering::SeqCst);
+            }
+            core.apply_create(&K).expect("room for K");
+            // ORDERING: SeqCst; [fleet.M3]: acknowledged after the apply.
+            acked.store(true, Ordering::SeqCst);
+        })
+    };
+    let writer = {
+        let (acked, written) = (Arc::clone(&acked), Arc::clone(&written));
+        thread::spawn(move || {
+            // ORDERING: SeqCst; [fleet.M2]: the store write waits for the acknowledgement.
+            while !acked.load(Ordering::SeqCst) {
+                thread::yield_now();
+            }
+            // ORDERING: SeqCst; the store write.
+            written.store(true, Ordering::SeqCst);
+        })
+    };
+    let reader = {
+        let (core, written) = (Arc::clone(&core), Arc::clone(&written));
+        thread::spawn(move || {
+            // ORDERING: SeqCst; the lookup begins after the write it sees.
+            if !written.load(Ordering::SeqCst) {
+                return false;
+            }
+            assert_ne!(
+                core.admit(&K),
+                Admission::Blocked,
+                "a member answered \"absent\" for a create it had acknowledged"
+            );
+            true
+        })
+    };
+    applier.join().unwrap();
+    writer.join().unwrap();
+    reader.join().unwrap()
+}
+
+#[test]
+fn loom_fleet_acknowledged_create_is_present() {
+    explore("a lookup after the acknowledged create's write", |census| {
+        census.saw(acknowledged_create(false));
+    });
+}
+
+#[test]
+#[should_panic(expected = "for a create it had acknowledged")]
+fn loom_fleet_control_an_acknowledgement_before_the_apply() {
+    loom::model(|| {
+        acknowledged_create(true);
     });
 }
