@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use cuckoo_guard::fleet::FleetConfig;
 use cuckoo_guard::guard::{GuardStats, Restart};
 use cuckoo_guard::CuckooFilter;
 use hdrhistogram::Histogram;
@@ -14,7 +15,9 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use crate::backend::{self, Backend, Guarded};
-use crate::report::{Filter, Phase, Report, Restarts, Setup, Verification, Writes};
+use crate::report::{
+    Filter, FleetReport, Instance, Phase, Report, Restarts, Setup, Verification, Writes,
+};
 use crate::{CliError, Context, DrillArgs};
 
 /// The most rows the drill loads (keys are `1..=N`, attack keys lie above `N`).
@@ -36,6 +39,16 @@ const ABSENT_SAMPLE_PER_THREAD: usize = 5_000;
 const MISSING_KEPT_PER_THREAD: usize = 10_000;
 /// Latencies are recorded in nanoseconds up to a minute.
 const LATENCY_MAX_NS: u64 = 60_000_000_000;
+/// The row `--instances` creates and deletes before the traffic, to wait out a new fleet's
+/// hold on creates.
+const HOLD_PROBE_KEY: i64 = i64::MAX - 1;
+/// How long the instances of `--instances` may take to serve after joining.
+const SERVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A latency in nanoseconds, for the histograms.
+fn nanos(elapsed: Duration) -> u64 {
+    elapsed.as_nanos().min(u128::from(u64::MAX)) as u64
+}
 
 fn bar(len: u64, message: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
@@ -59,35 +72,58 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
     let mut backend = backend::open(args, new_filter(args, capacity)?)?;
 
     let setup = prepare(args, &*backend)?;
-    let warm_secs = warm_up(args, backend.guard(), "warming the guard")?;
-    let restarts = if args.restart {
-        Some(restart(args, &mut *backend, capacity, warm_secs)?)
+    // `--instances`: the guards beside the backend's own, all in one fleet.
+    let mut others: Vec<Box<dyn Guarded>> = Vec::new();
+    let mut joined = None;
+    let mut restarts = None;
+    let warm_secs = if args.instances > 1 {
+        let fleet = join_fleet(args, &*backend, capacity, &mut others)?;
+        let secs = fleet.join_secs;
+        joined = Some(fleet);
+        secs
     } else {
-        None
+        let secs = warm_up(args, backend.guard(), "warming the guard")?;
+        if args.restart {
+            restarts = Some(restart(args, &mut *backend, capacity, secs)?);
+        }
+        secs
     };
     let backend = &*backend;
+    let guards: Vec<&dyn Guarded> = std::iter::once(backend.guard())
+        .chain(others.iter().map(|guard| &**guard))
+        .collect();
 
     if let Some(keys) = args.sabotage_filter {
         // The hottest keys (traffic finds them) and the coldest (only the sweep does).
         let keys = keys.min(args.rows / 2) as i64;
         let n = args.rows as i64;
         for key in (1..=keys).chain(n - keys + 1..=n) {
-            backend.guard().filter().remove(&key);
+            for guard in &guards {
+                guard.filter().remove(&key);
+            }
         }
     }
 
-    let direct = run_phase(args, backend, threads, seed, Mode::Direct)?;
-    let before = backend.guard().stats();
-    let guarded = run_phase(args, backend, threads, seed, Mode::Guarded)?;
-    let after = backend.guard().stats();
+    let direct = run_phase(args, &guards, threads, seed, Mode::Direct)?;
+    let before: Vec<GuardStats> = guards.iter().map(|g| g.stats()).collect();
+    let calls_before = coordinator_calls(&guards);
+    let guarded = run_phase(args, &guards, threads, seed, Mode::Guarded)?;
+    let calls_after = coordinator_calls(&guards);
+    let after: Vec<GuardStats> = guards.iter().map(|g| g.stats()).collect();
     let mut verification = verify(backend, &direct, &guarded);
     // The traffic only checks keys it happened to ask for; under Zipf many rows are never
     // asked for. The table holds exactly the keys 1..=N (checked before the warm-up), so
-    // every one of them must pass the filter.
-    verification.sweep_checked = args.rows;
-    verification.sweep_false_negatives = (1..=args.rows as i64)
-        .filter(|key| !backend.guard().filter().contains(key))
-        .count() as u64;
+    // every one of them must pass the filter of every instance.
+    verification.sweep_checked = args.rows * guards.len() as u64;
+    verification.sweep_false_negatives = guards
+        .iter()
+        .map(|guard| {
+            let filter = guard.filter();
+            (1..=args.rows as i64)
+                .filter(|key| !filter.contains(key))
+                .count() as u64
+        })
+        .sum();
 
     // Every row the traffic created must pass the filter too; then they are deleted again
     // through the guard, so the table holds the drill's keys for the next run.
@@ -95,16 +131,27 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         .iter()
         .flat_map(|phase| phase.tally.created.iter().copied())
         .collect();
-    verification.sweep_checked += created.len() as u64;
-    verification.sweep_false_negatives += created
+    // A create returns once every instance applied it: each filter must have it.
+    verification.sweep_checked += (created.len() * guards.len()) as u64;
+    verification.sweep_false_negatives += guards
         .iter()
-        .filter(|key| !backend.guard().filter().contains(key))
-        .count() as u64;
+        .map(|guard| {
+            let filter = guard.filter();
+            created.iter().filter(|key| !filter.contains(key)).count() as u64
+        })
+        .sum::<u64>();
     let growth = backend.guard().stats();
+    let refused = guards
+        .iter()
+        .map(|guard| {
+            let stats = guard.stats();
+            stats.writes_refused + stats.writes_contended
+        })
+        .sum();
     let writes = (args.write_share > 0.0).then(|| Writes {
         share: args.write_share,
         creates: direct.tally.creates + guarded.tally.creates,
-        refused: growth.writes_refused + growth.writes_contended,
+        refused,
         growth_steps: growth.growth_steps,
         rebuilds: growth.rebuilds,
         rebuilds_failed: growth.rebuilds_failed,
@@ -116,6 +163,23 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         initial_capacity: capacity as u64,
     });
     remove_created(backend, &created, &mut verification);
+    let fleet = joined.map(|joined| {
+        let report = fleet_report(
+            joined,
+            &guards,
+            [&direct, &guarded],
+            calls_after - calls_before,
+        );
+        for guard in &guards {
+            guard.leave_fleet();
+        }
+        if let Err(CliError(message)) =
+            backend::remove_fleet_keys(&args.fleet_redis(), &report.name)
+        {
+            eprintln!("warning: {message}");
+        }
+        report
+    });
 
     let filter = backend.guard().filter();
     let filter = Filter {
@@ -124,8 +188,8 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         len: filter.len(),
         load_factor: filter.load_factor(),
         memory_bytes: filter.memory_usage(),
-        configured_fpr: after.configured_false_positive_rate,
-        expected_fpr: after.expected_false_positive_rate,
+        configured_fpr: after[0].configured_false_positive_rate,
+        expected_fpr: after[0].expected_false_positive_rate,
     };
     Ok(Report {
         setup: Setup {
@@ -150,7 +214,172 @@ pub(crate) fn run(args: &DrillArgs) -> Result<Report, CliError> {
         verification,
         writes,
         restarts,
+        fleet,
     })
+}
+
+/// The fleet of `--instances` after its setup.
+struct Joined {
+    name: String,
+    redis: String,
+    lease_secs: f64,
+    /// Joining (with the warm-ups) until every instance served.
+    join_secs: f64,
+    /// The first create, which waited out the new fleet's hold.
+    hold_secs: f64,
+    /// The instances' barrier wait before the traffic (the first create's, in the hold).
+    barrier_wait_micros: u64,
+}
+
+/// Joins the backend's guard and `--instances - 1` new ones (pushed on `others`) to a new
+/// fleet, waits until all serve, and waits out the new fleet's hold on creates.
+fn join_fleet(
+    args: &DrillArgs,
+    backend: &dyn Backend,
+    capacity: usize,
+    others: &mut Vec<Box<dyn Guarded>>,
+) -> Result<Joined, CliError> {
+    let redis = args.fleet_redis();
+    let name = format!(
+        "cuckoo-guard-drill-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    );
+    let lease = args.fleet_lease();
+    let config = || FleetConfig::new(name.clone()).lease(lease);
+    let started = Instant::now();
+    let progress = bar(args.instances as u64, "joining the fleet");
+    // A new fleet holds creates for two leases (the least the coordinator accepts).
+    backend.guard().join_fleet(&redis, config(), 2 * lease)?;
+    progress.set_position(1);
+    for i in 1..args.instances {
+        let guard = backend.instance(new_filter(args, capacity)?, args.threads())?;
+        guard.join_fleet(&redis, config(), 2 * lease)?;
+        others.push(guard);
+        progress.set_position(i as u64 + 1);
+    }
+    progress.finish_and_clear();
+    let guards: Vec<&dyn Guarded> = std::iter::once(backend.guard())
+        .chain(others.iter().map(|guard| &**guard))
+        .collect();
+    for (i, guard) in guards.iter().enumerate() {
+        let len = guard.filter().len() as u64;
+        if len != args.rows {
+            return Err(CliError::new(format!(
+                "instance {i} warmed up {len} keys but the table holds {} rows; \
+                 is something else writing to it?",
+                args.rows
+            )));
+        }
+    }
+    let deadline = Instant::now() + SERVE_TIMEOUT;
+    while let Some(i) = guards
+        .iter()
+        .position(|guard| !guard.fleet_stats().is_some_and(|stats| stats.serving))
+    {
+        if Instant::now() >= deadline {
+            return Err(CliError::new(format!(
+                "instance {i} of the fleet did not serve within {} s of joining",
+                SERVE_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let join_secs = started.elapsed().as_secs_f64();
+    // One create and delete, so the traffic's creates do not wait out the hold.
+    let hold_started = Instant::now();
+    let probe = backend.guard();
+    match probe.guard_put(HOLD_PROBE_KEY) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(CliError::new(format!(
+                "row {HOLD_PROBE_KEY} existed already: is something else writing to the table?"
+            )))
+        }
+        Err(e) => {
+            return Err(CliError::new(format!(
+                "the fleet's first create failed: {e}"
+            )))
+        }
+    }
+    with_retries(|| probe.guard_delete(HOLD_PROBE_KEY))
+        .map_err(|e| CliError::new(format!("cannot delete row {HOLD_PROBE_KEY}: {e}")))?;
+    Ok(Joined {
+        name,
+        redis: crate::backend::redact(&redis),
+        lease_secs: lease.as_secs_f64(),
+        join_secs,
+        hold_secs: hold_started.elapsed().as_secs_f64(),
+        barrier_wait_micros: guards
+            .iter()
+            .filter_map(|guard| guard.fleet_stats())
+            .map(|stats| stats.barrier_wait_micros)
+            .sum(),
+    })
+}
+
+/// The coordinator calls of every instance so far.
+fn coordinator_calls(guards: &[&dyn Guarded]) -> u64 {
+    guards
+        .iter()
+        .filter_map(|guard| guard.fleet_stats())
+        .map(|stats| stats.coordinator_calls)
+        .sum()
+}
+
+/// The report of the fleet of `--instances`; `redis_calls` were made during the phase with
+/// the guard.
+fn fleet_report(
+    joined: Joined,
+    guards: &[&dyn Guarded],
+    phases: [&PhaseRun; 2],
+    redis_calls: u64,
+) -> FleetReport {
+    let mut creates =
+        Histogram::<u64>::new_with_bounds(1, LATENCY_MAX_NS, 3).expect("the bounds are valid");
+    for phase in phases {
+        creates
+            .add(&phase.tally.create_latency)
+            .expect("histograms share their bounds");
+    }
+    let us = |ns: f64| ns / 1_000.0;
+    let [direct, guarded] = phases;
+    let mut barrier_wait_micros = 0;
+    let instances = guards
+        .iter()
+        .map(|guard| {
+            let stats = guard.stats();
+            let fleet = guard.fleet_stats().unwrap_or_default();
+            barrier_wait_micros += fleet.barrier_wait_micros;
+            Instance {
+                serving: fleet.serving,
+                creates_announced: fleet.creates_announced,
+                creates_applied: stats.fleet_creates_applied,
+                entries_applied: fleet.entries_applied,
+                failing_open: stats.passed_failing_open,
+                rejoins: fleet.rejoins,
+                coordinator_errors: fleet.coordinator_errors,
+            }
+        })
+        .collect();
+    FleetReport {
+        name: joined.name,
+        redis: joined.redis,
+        lease_secs: joined.lease_secs,
+        join_secs: joined.join_secs,
+        hold_secs: joined.hold_secs,
+        creates: direct.tally.creates + guarded.tally.creates,
+        create_p50_us: us(creates.value_at_quantile(0.5) as f64),
+        create_p99_us: us(creates.value_at_quantile(0.99) as f64),
+        create_mean_us: us(creates.mean()),
+        barrier_wait_micros: barrier_wait_micros - joined.barrier_wait_micros,
+        cross_reads: guarded.tally.cross_reads,
+        cross_false_negatives: guarded.tally.cross_false_negatives,
+        first_cross_false_negative: guarded.tally.first_cross_false_negative,
+        redis_calls,
+        lookups: guarded.requests(),
+        instances,
+    }
 }
 
 /// The drill's filter for `capacity` keys at `--fpr`.
@@ -373,6 +602,14 @@ struct Tally {
     /// Rows this thread created (`--write-share`).
     creates: u64,
     created: Vec<i64>,
+    /// Latency of the creates that created their row.
+    create_latency: Histogram<u64>,
+    /// `--instances`: lookups on another instance of a key whose create had just returned
+    /// (counted as legitimate lookups too).
+    cross_reads: u64,
+    /// Of those, answered "absent": false negatives.
+    cross_false_negatives: u64,
+    first_cross_false_negative: Option<i64>,
 }
 
 impl Tally {
@@ -391,6 +628,11 @@ impl Tally {
                 .expect("the bounds are valid"),
             creates: 0,
             created: Vec::new(),
+            create_latency: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
+                .expect("the bounds are valid"),
+            cross_reads: 0,
+            cross_false_negatives: 0,
+            first_cross_false_negative: None,
         }
     }
 
@@ -411,6 +653,14 @@ impl Tally {
             .expect("histograms share their bounds");
         self.creates += other.creates;
         self.created.extend(other.created);
+        self.create_latency
+            .add(&other.create_latency)
+            .expect("histograms share their bounds");
+        self.cross_reads += other.cross_reads;
+        self.cross_false_negatives += other.cross_false_negatives;
+        if self.first_cross_false_negative.is_none() {
+            self.first_cross_false_negative = other.first_cross_false_negative;
+        }
     }
 }
 
@@ -432,17 +682,24 @@ impl PhaseRun {
         self.tally.legit + self.tally.attack
     }
 
-    /// The report of this phase; `stats` are the guard's counters around a guarded phase.
-    fn summary(&self, stats: Option<(&GuardStats, &GuardStats)>) -> Phase {
+    /// The report of this phase; `stats` are the counters of every instance's guard around
+    /// a guarded phase.
+    fn summary(&self, stats: Option<(&[GuardStats], &[GuardStats])>) -> Phase {
         let requests = self.requests();
         let secs = self.elapsed.as_secs_f64();
         let (db_queries, attack_queries, blocked) = match (self.mode, stats) {
-            (Mode::Guarded, Some((before, after))) => (
-                store_reads(before, after),
-                // Every attack key is absent, so an attack key the filter let through is one
-                // of the guard's false positives (legitimate keys all exist and never are).
-                after.false_positives - before.false_positives,
-                after.blocked - before.blocked,
+            (Mode::Guarded, Some((before, after))) => before.iter().zip(after).fold(
+                (0, 0, 0),
+                |(reads, attack, blocked), (before, after)| {
+                    (
+                        reads + store_reads(before, after),
+                        // Every attack key is absent, so an attack key the filter let through
+                        // is one of the guard's false positives (legitimate keys all exist
+                        // and never are).
+                        attack + after.false_positives - before.false_positives,
+                        blocked + after.blocked - before.blocked,
+                    )
+                },
             ),
             _ => (requests, self.tally.attack, 0),
         };
@@ -471,7 +728,7 @@ impl PhaseRun {
 /// Runs `threads` threads of traffic for the phase's duration.
 fn run_phase(
     args: &DrillArgs,
-    backend: &dyn Backend,
+    guards: &[&dyn Guarded],
     threads: usize,
     seed: u64,
     mode: Mode,
@@ -497,7 +754,7 @@ fn run_phase(
             let worker = std::thread::Builder::new()
                 .name(format!("traffic-{t}"))
                 .spawn_scoped(s, move || {
-                    traffic(args, backend, mode, seed, t as u64, deadline)
+                    traffic(args, guards, mode, seed, t as u64, deadline)
                 })
                 .context("cannot start a traffic thread")?;
             workers.push(worker);
@@ -529,9 +786,11 @@ fn run_phase(
 
 /// One traffic thread: legitimate Zipf lookups of existing keys mixed with attack lookups of
 /// random absent keys, until `deadline`. The same seed gives both phases the same sequence.
+/// Its requests go to the instances in turn; with several, each key it creates in the phase
+/// with the guard is then looked up on another instance.
 fn traffic(
     args: &DrillArgs,
-    backend: &dyn Backend,
+    guards: &[&dyn Guarded],
     mode: Mode,
     seed: u64,
     thread: u64,
@@ -542,7 +801,8 @@ fn traffic(
     let zipf = Zipf::new(args.rows as f64, args.zipf).expect("validated Zipf parameters");
     let first_attack_key = args.rows as i64 + 1;
     let mut tally = Tally::new();
-    let guard = backend.guard();
+    let instances = guards.len();
+    let mut turn = thread as usize;
     let phase = match mode {
         Mode::Direct => 0,
         Mode::Guarded => 1,
@@ -553,10 +813,25 @@ fn traffic(
         // No draw at all without writes, so a drill without them sees the same lookups.
         if args.write_share > 0.0 && rng.random::<f64>() < args.write_share {
             let key = first_created + tally.created.len() as i64;
-            match guard.guard_put(key) {
+            let writer = turn % instances;
+            turn = turn.wrapping_add(1);
+            let start = Instant::now();
+            match guards[writer].guard_put(key) {
                 Ok(true) => {
+                    tally
+                        .create_latency
+                        .saturating_record(nanos(start.elapsed()));
                     tally.creates += 1;
                     tally.created.push(key);
+                    if instances > 1 && mode == Mode::Guarded {
+                        // Another instance, a different one each time.
+                        let other = 1 + tally.creates as usize % (instances - 1);
+                        let reader = guards[(writer + other) % instances];
+                        if args.sabotage_fleet {
+                            reader.filter().remove(&key);
+                        }
+                        cross_read(reader, key, &mut tally);
+                    }
                 }
                 Ok(false) => {
                     tally.errors += 1;
@@ -580,15 +855,15 @@ fn traffic(
         } else {
             (zipf.sample(&mut rng) as i64).clamp(1, args.rows as i64)
         };
+        let guard = guards[turn % instances];
+        turn = turn.wrapping_add(1);
         let start = Instant::now();
         let answer = match mode {
             Mode::Direct => guard.direct_get(key),
             Mode::Guarded => guard.guard_get(key),
         };
         let end = Instant::now();
-        tally
-            .latency
-            .saturating_record((end - start).as_nanos().min(u128::from(u64::MAX)) as u64);
+        tally.latency.saturating_record(nanos(end - start));
         if attack {
             tally.attack += 1;
         } else {
@@ -617,6 +892,27 @@ fn traffic(
         }
         if end >= deadline {
             return (tally, end);
+        }
+    }
+}
+
+/// Looks `key`, whose create has returned, up on `guard` (another instance than the one that
+/// created it): "absent" is a false negative.
+fn cross_read(guard: &dyn Guarded, key: i64, tally: &mut Tally) {
+    let start = Instant::now();
+    let answer = guard.guard_get(key);
+    tally.latency.saturating_record(nanos(start.elapsed()));
+    tally.legit += 1;
+    tally.cross_reads += 1;
+    match answer {
+        Ok(true) => {}
+        Ok(false) => {
+            tally.cross_false_negatives += 1;
+            tally.first_cross_false_negative.get_or_insert(key);
+        }
+        Err(error) => {
+            tally.errors += 1;
+            tally.first_error.get_or_insert(error);
         }
     }
 }

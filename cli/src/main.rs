@@ -41,6 +41,8 @@ enum Command {
 
 /// The most traffic threads (each keeps a latency histogram and a sample of keys).
 pub(crate) const MAX_THREADS: usize = 1024;
+/// The most guards of `--instances` (each has its own runtime and store connections).
+pub(crate) const MAX_INSTANCES: usize = 64;
 
 /// Options of the drill.
 #[derive(Debug, Clone, Args)]
@@ -103,6 +105,19 @@ pub(crate) struct DrillArgs {
     /// removed afterwards.
     #[arg(long, value_name = "FILE")]
     pub(crate) snapshot: Option<PathBuf>,
+    /// Guards in front of the database, each with its own store connections, kept coherent
+    /// as one fleet through Redis (`--fleet-redis`): the traffic's lookups and creates are
+    /// spread over all of them, and every key created on one is read at once on another.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(crate) instances: usize,
+    /// The Redis that coordinates the fleet of `--instances` (a fleet named for the run).
+    /// Default: REDIS_URL, or redis://127.0.0.1:6379.
+    #[arg(long, value_name = "URL")]
+    pub(crate) fleet_redis: Option<String>,
+    /// The fleet's lease in seconds: how long an instance that stopped renewing may still
+    /// answer "absent". A new fleet holds creates for two leases.
+    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
+    pub(crate) fleet_lease: f64,
     /// Negative control of the false-negative check, for the tool's tests: after the warm-up,
     /// remove the keys 1..=K and N-K+1..=N from the guard's filter (not from the database),
     /// so the guard wrongly answers "absent" for the hottest keys (which the traffic finds)
@@ -114,6 +129,11 @@ pub(crate) struct DrillArgs {
     /// the drill must fail.
     #[arg(long, hide = true)]
     pub(crate) sabotage_seal: bool,
+    /// Negative control of the cross-instance check, for the tool's tests: remove each key
+    /// created on one instance from the filter of the instance that reads it next, so that
+    /// read answers "absent" and the drill must fail.
+    #[arg(long, hide = true)]
+    pub(crate) sabotage_fleet: bool,
 }
 
 impl DrillArgs {
@@ -168,7 +188,36 @@ impl DrillArgs {
         if self.sabotage_seal && !self.restart {
             return Err("--sabotage-seal needs --restart".into());
         }
+        if !(1..=MAX_INSTANCES).contains(&self.instances) {
+            return Err(format!("--instances must be between 1 and {MAX_INSTANCES}"));
+        }
+        if self.sabotage_fleet && self.instances < 2 {
+            return Err("--sabotage-fleet needs --instances 2 or more".into());
+        }
+        if self.instances > 1 && self.restart {
+            return Err("--restart works with one instance only".into());
+        }
+        if !(self.fleet_lease.is_finite() && (0.2..=4.0).contains(&self.fleet_lease)) {
+            // Creates wait out the hold of a new fleet (two leases) within a request's timeout.
+            return Err("--fleet-lease must be between 0.2 and 4 seconds".into());
+        }
         Ok(())
+    }
+
+    /// The Redis of the fleet: `--fleet-redis`, REDIS_URL, or the local default.
+    pub(crate) fn fleet_redis(&self) -> String {
+        self.fleet_redis
+            .clone()
+            .or_else(|| {
+                std::env::var("REDIS_URL")
+                    .ok()
+                    .filter(|url| !url.is_empty())
+            })
+            .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
+    }
+
+    pub(crate) fn fleet_lease(&self) -> Duration {
+        Duration::from_secs_f64(self.fleet_lease)
     }
 
     pub(crate) fn threads(&self) -> usize {

@@ -152,6 +152,73 @@ impl Restarts {
     }
 }
 
+/// `--instances`: one instance of the fleet after the drill.
+#[derive(Debug)]
+pub(crate) struct Instance {
+    /// Whether it answered "absent" at the end (else its lookups went to the store).
+    pub(crate) serving: bool,
+    /// Creates it made and announced.
+    pub(crate) creates_announced: u64,
+    /// Creates of the other instances it applied to its filter.
+    pub(crate) creates_applied: u64,
+    /// Log entries (creates and deletes) of the other instances it applied.
+    pub(crate) entries_applied: u64,
+    /// Lookups it passed to the store because it could not vouch for its filter.
+    pub(crate) failing_open: u64,
+    pub(crate) rejoins: u64,
+    pub(crate) coordinator_errors: u64,
+}
+
+/// `--instances`: the fleet of guards, its creates and its cross-instance reads.
+#[derive(Debug)]
+pub(crate) struct FleetReport {
+    /// The fleet's name (unique to the run).
+    pub(crate) name: String,
+    /// The coordinating Redis, without its password.
+    pub(crate) redis: String,
+    pub(crate) lease_secs: f64,
+    /// Joining every instance (their warm-ups) and waiting until all serve.
+    pub(crate) join_secs: f64,
+    /// The fleet's first create, before the traffic: it waits out a new fleet's hold.
+    pub(crate) hold_secs: f64,
+    /// Rows created by the traffic (both phases), and their latency.
+    pub(crate) creates: u64,
+    pub(crate) create_p50_us: f64,
+    pub(crate) create_p99_us: f64,
+    pub(crate) create_mean_us: f64,
+    /// Time the creates waited for the other instances' acknowledgements, in total.
+    pub(crate) barrier_wait_micros: u64,
+    /// Lookups on one instance of a key whose create on another had returned.
+    pub(crate) cross_reads: u64,
+    /// Of those, answered "absent". Must be 0.
+    pub(crate) cross_false_negatives: u64,
+    /// The first such key.
+    pub(crate) first_cross_false_negative: Option<i64>,
+    /// Coordinator calls of all instances during the phase with the guard, and the lookups
+    /// of that phase.
+    pub(crate) redis_calls: u64,
+    pub(crate) lookups: u64,
+    pub(crate) instances: Vec<Instance>,
+}
+
+impl FleetReport {
+    /// The mean barrier wait per create, in microseconds.
+    pub(crate) fn barrier_per_create_us(&self) -> Option<f64> {
+        (self.creates > 0).then(|| self.barrier_wait_micros as f64 / self.creates as f64)
+    }
+
+    /// Coordinator calls per lookup during the phase with the guard (lookups make none; the
+    /// calls are the renewals, the log reads and the creates' announcements).
+    pub(crate) fn redis_calls_per_lookup(&self) -> Option<f64> {
+        (self.lookups > 0).then(|| self.redis_calls as f64 / self.lookups as f64)
+    }
+
+    /// Lookups every instance passed to the store while it could not vouch for its filter.
+    pub(crate) fn failing_open(&self) -> u64 {
+        self.instances.iter().map(|i| i.failing_open).sum()
+    }
+}
+
 /// Everything the drill measured.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -162,6 +229,7 @@ pub(crate) struct Report {
     pub(crate) verification: Verification,
     pub(crate) writes: Option<Writes>,
     pub(crate) restarts: Option<Restarts>,
+    pub(crate) fleet: Option<FleetReport>,
 }
 
 impl Report {
@@ -237,6 +305,16 @@ impl Report {
                 failures.push(format!(
                     "after a write cleared the seal, the restart must warm up for want of a seal, but: {}",
                     r.cleared_reason
+                ));
+            }
+        }
+        if let Some(f) = &self.fleet {
+            if f.cross_false_negatives > 0 {
+                failures.push(format!(
+                    "{} false negatives across instances: a key created on one instance was \
+                     answered \"absent\" on another (the first: {})",
+                    f.cross_false_negatives,
+                    f.first_cross_false_negative.unwrap_or_default()
                 ));
             }
         }
@@ -452,6 +530,73 @@ pub(crate) fn to_table(r: &Report) -> String {
             r.cleared_reason
         );
     }
+    if let Some(fl) = &r.fleet {
+        let _ = writeln!(
+            out,
+            "  instances              {} guards in fleet {:?} (Redis {}, lease {} s), joined and serving in {}, \
+             the first create waited out the new fleet's hold in {}",
+            fl.instances.len(),
+            fl.name,
+            fl.redis,
+            fl.lease_secs,
+            duration(fl.join_secs),
+            duration(fl.hold_secs)
+        );
+        if fl.creates == 0 {
+            let _ = writeln!(
+                out,
+                "  create latency         - (no creates: --write-share 0)"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  create latency         p50 {:.1} us, p99 {:.1} us over {} creates; barrier wait {} per create ({} of the mean create)",
+            fl.create_p50_us,
+            fl.create_p99_us,
+            thousands(fl.creates),
+            fl.barrier_per_create_us()
+                .map_or_else(|| "-".into(), |us| format!("{us:.1} us")),
+            percent(
+                fl.barrier_per_create_us()
+                    .filter(|_| fl.create_mean_us > 0.0)
+                    .map(|us| us / fl.create_mean_us),
+                1
+            )
+        );
+        }
+        let _ = writeln!(
+            out,
+            "  cross-instance reads   {} keys read on another instance as soon as their create returned: {} answered absent",
+            thousands(fl.cross_reads),
+            thousands(fl.cross_false_negatives)
+        );
+        let _ = writeln!(
+            out,
+            "  fail-open lookups      {} (lookups an instance sent to the store while it could not vouch for its filter)",
+            thousands(fl.failing_open())
+        );
+        let _ = writeln!(
+            out,
+            "  Redis calls per lookup {} ({} coordinator calls of all instances over {} lookups with the guard; lookups make none)",
+            fl.redis_calls_per_lookup()
+                .map_or_else(|| "-".into(), |x| format!("{x:.4}")),
+            thousands(fl.redis_calls),
+            thousands(fl.lookups)
+        );
+        for (i, m) in fl.instances.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "    instance {i:<3}         {}, {} creates announced, {} creates of others applied ({} log entries), {} fail-open lookups, {} rejoins, {} coordinator errors",
+                if m.serving { "serving" } else { "not serving" },
+                thousands(m.creates_announced),
+                thousands(m.creates_applied),
+                thousands(m.entries_applied),
+                thousands(m.failing_open),
+                m.rejoins,
+                m.coordinator_errors
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "  false negatives        {} (re-queried: {} legitimate keys answered absent, {} sampled blocked keys; \
@@ -555,6 +700,35 @@ pub(crate) fn to_json(r: &Report) -> Value {
                 "no_seal": r.cleared_no_seal,
                 "reason": r.cleared_reason,
             },
+        })),
+        "fleet": r.fleet.as_ref().map(|f| json!({
+            "instances": f.instances.len(),
+            "name": f.name,
+            "redis": f.redis,
+            "lease_seconds": f.lease_secs,
+            "join_seconds": f.join_secs,
+            "hold_seconds": f.hold_secs,
+            "creates": f.creates,
+            "create_latency_p50_us": f.create_p50_us,
+            "create_latency_p99_us": f.create_p99_us,
+            "create_latency_mean_us": f.create_mean_us,
+            "barrier_wait_micros": f.barrier_wait_micros,
+            "barrier_wait_per_create_us": f.barrier_per_create_us(),
+            "cross_reads": f.cross_reads,
+            "cross_false_negatives": f.cross_false_negatives,
+            "fail_open_lookups": f.failing_open(),
+            "redis_calls": f.redis_calls,
+            "lookups": f.lookups,
+            "redis_calls_per_lookup": f.redis_calls_per_lookup(),
+            "members": f.instances.iter().map(|m| json!({
+                "serving": m.serving,
+                "creates_announced": m.creates_announced,
+                "creates_applied": m.creates_applied,
+                "entries_applied": m.entries_applied,
+                "fail_open_lookups": m.failing_open,
+                "rejoins": m.rejoins,
+                "coordinator_errors": m.coordinator_errors,
+            })).collect::<Vec<_>>(),
         })),
         "verification": {
             "legit_absent_checked": v.legit_absent_checked,

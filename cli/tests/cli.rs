@@ -313,6 +313,23 @@ fn bad_input_gets_one_line_and_exit_code_2() {
         (vec!["--write-share", "2"], "--write-share"),
         (vec!["--write-share=-0.1"], "--write-share"),
         (vec!["--capacity", "0"], "--capacity"),
+        (vec!["--instances", "0"], "--instances"),
+        (
+            vec!["--instances", "2", "--restart"],
+            "--restart works with one instance",
+        ),
+        (
+            vec!["--instances", "2", "--fleet-lease", "10"],
+            "--fleet-lease",
+        ),
+        (
+            vec!["--sabotage-fleet"],
+            "--sabotage-fleet needs --instances",
+        ),
+        (
+            vec!["--instances", "2", "--fleet-redis", "redis://127.0.0.1:1"],
+            "cannot reach the fleet's Redis",
+        ),
         (vec!["--snapshot", "x.cgsnap"], "--snapshot needs --restart"),
         (
             vec!["--restart", "--snapshot", "/no/such/dir/x.cgsnap"],
@@ -370,6 +387,148 @@ fn the_false_negative_check_catches_a_sabotaged_filter() {
             > 0
     );
     assert_eq!(report["verification"]["sweep_false_negatives"], 20);
+}
+
+/// A figure of the text report: the number after `label` on the line that has it.
+fn figure_after(text: &str, label: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.contains(label))
+        .unwrap_or_else(|| panic!("no {label:?} in:\n{text}"));
+    let rest = &line[line.find(label).unwrap() + label.len()..];
+    rest.split_whitespace()
+        .next()
+        .and_then(|w| w.trim_end_matches(['%', ',']).replace(',', "").parse().ok())
+        .unwrap_or_else(|| panic!("no figure after {label:?} in {line:?}"))
+}
+
+/// Whether the fleet `name` left any of its keys in Redis.
+fn fleet_keys_left(url: &str, name: &str) -> u64 {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = redis::Client::open(url).unwrap();
+        let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+        let mut exists = redis::cmd("EXISTS");
+        for suffix in ["log", "acks", "members", "epoch", "inflight"] {
+            exists.arg(format!("cuckoo-guard:{{{name}}}:{suffix}"));
+        }
+        exists.query_async(&mut connection).await.unwrap()
+    })
+}
+
+#[test]
+fn three_instances_share_their_creates_through_a_redis_fleet() {
+    let Some(url) = server_url(&servers::REDIS) else {
+        return;
+    };
+    let output = drill(&[
+        "--rows",
+        "5000",
+        "--duration",
+        "0.5",
+        "--threads",
+        "2",
+        "--write-share",
+        "0.1",
+        "--instances",
+        "3",
+        "--fleet-redis",
+        &url,
+        "--fleet-lease",
+        "1",
+    ]);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{}\n{text}", stderr(&output));
+    for line in [
+        "instances              3 guards in fleet",
+        "create latency         p50",
+        "barrier wait",
+        "cross-instance reads",
+        "fail-open lookups",
+        "Redis calls per lookup",
+        "instance 0",
+        "instance 1",
+        "instance 2",
+        "false negatives        0",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+    // Keys created on one instance were read on another, none answered absent.
+    let cross = figure_after(&text, "cross-instance reads");
+    assert!(cross > 0.0, "{text}");
+    assert!(
+        text.contains("as soon as their create returned: 0 answered absent"),
+        "{text}"
+    );
+    assert!(
+        figure_after(&text, "create latency         p50") > 0.0,
+        "{text}"
+    );
+    // Creates announce in Redis (lookups make no call): some calls per lookup, far below one
+    // per create and lookup.
+    let calls = figure_after(&text, "Redis calls per lookup");
+    assert!(calls > 0.0 && calls < 10.0, "{text}");
+    // Every instance applied creates of the others.
+    for i in 0..3 {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("instance {i} ")))
+            .unwrap();
+        assert!(
+            figure_after(line, "creates announced, ") > 0.0,
+            "instance {i} applied no create of the others: {line}"
+        );
+    }
+    // The fleet's keys were removed after the run.
+    let name = text
+        .split("guards in fleet \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap();
+    assert_eq!(fleet_keys_left(&url, name), 0, "{name}");
+}
+
+#[test]
+fn the_cross_instance_check_catches_a_sabotaged_reader() {
+    let Some(url) = server_url(&servers::REDIS) else {
+        return;
+    };
+    // Each key created on one instance is removed from the filter of the instance that reads
+    // it next: that read answers "absent" for a row that exists, and the drill must exit 1.
+    let output = drill(&[
+        "--json",
+        "--rows",
+        "2000",
+        "--duration",
+        "0.5",
+        "--threads",
+        "2",
+        "--write-share",
+        "0.1",
+        "--instances",
+        "2",
+        "--fleet-redis",
+        &url,
+        "--fleet-lease",
+        "1",
+        "--sabotage-fleet",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("false negatives across instances"),
+        "{}",
+        stderr(&output)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["passed"], false);
+    let fleet = &report["fleet"];
+    // Every sabotaged read answers "absent", unless its instance failed open just then (a
+    // lease renewal late on a busy machine).
+    let cross = fleet["cross_reads"].as_u64().unwrap();
+    let caught = fleet["cross_false_negatives"].as_u64().unwrap();
+    let failing_open = fleet["fail_open_lookups"].as_u64().unwrap();
+    assert!(caught > 0, "{fleet}");
+    assert!(caught + failing_open >= cross, "{fleet}");
 }
 
 fn unique_table(prefix: &str) -> String {

@@ -10,8 +10,10 @@ mod sqlite;
 use std::convert::Infallible;
 use std::future::Future;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use cuckoo_guard::fleet::{Fleet, FleetConfig, FleetStats, RedisCoordinator};
 use cuckoo_guard::guard::{
     AsyncCacheGuard, AsyncStore, FilterRef, GuardStats, Restart, Sealed, Written,
 };
@@ -19,7 +21,8 @@ use cuckoo_guard::CuckooFilter;
 use tokio::runtime::Runtime;
 
 use crate::{CliError, Context, DrillArgs};
-use redact::{looks_like_conninfo, redact};
+use redact::looks_like_conninfo;
+pub(crate) use redact::redact;
 
 /// One engine as the drill uses it: the drill's table (a namespace in Redis), bulk access to it
 /// over the tool's own connection, and the guard in front of it.
@@ -48,6 +51,11 @@ pub(crate) trait Backend: Sync {
     /// [`Guarded::warm_up`]). The new guard replaces the old one, which is dropped after the
     /// timing.
     fn restart(&mut self, path: &Path, fallback: CuckooFilter) -> Result<Restarted, CliError>;
+
+    /// Another guard with `filter` in front of the same table, as another instance of a
+    /// service runs it: its own store over new connections, on its own runtime of up to
+    /// `threads` workers. It is warming (join it to a fleet, or warm it up).
+    fn instance(&self, filter: CuckooFilter, threads: usize) -> Result<Box<dyn Guarded>, CliError>;
 }
 
 /// How [`Backend::restart`] started the new guard.
@@ -87,6 +95,22 @@ pub(crate) trait Guarded: Sync {
 
     /// Writes the filter's snapshot to `path` and seals it in the store.
     fn seal(&self, path: &Path) -> Result<Sealed, CliError>;
+
+    /// Joins the guard, still warming, to the fleet `config` names, coordinated through the
+    /// Redis at `redis_url` with creates held for `hold` on a new fleet. Returns once the
+    /// guard is warm (the join's warm-up replaces [`Guarded::warm_up`]).
+    fn join_fleet(
+        &self,
+        redis_url: &str,
+        config: FleetConfig,
+        hold: Duration,
+    ) -> Result<(), CliError>;
+
+    /// The fleet member's counters, if the guard joined a fleet.
+    fn fleet_stats(&self) -> Option<FleetStats>;
+
+    /// Leaves the fleet, if the guard is in one (writers stop waiting for it).
+    fn leave_fleet(&self);
 }
 
 /// Opens the database `--db` names (and, unless `--no-create`, creates the drill's table) and
@@ -108,6 +132,32 @@ pub(crate) fn open(args: &DrillArgs, filter: CuckooFilter) -> Result<Box<dyn Bac
     } else {
         Ok(Box::new(sqlite::SqliteBackend::open(db, args, filter)?))
     }
+}
+
+/// Deletes the keys the fleet `name` left in the Redis at `redis_url`, once every member left
+/// (the leases expire by themselves).
+pub(crate) fn remove_fleet_keys(redis_url: &str, name: &str) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let prefix = format!("cuckoo-guard:{{{name}}}");
+    let mut del = ::redis::cmd("DEL");
+    for suffix in [
+        "log", "acks", "members", "renewals", "acked", "inflight", "trimmed", "epoch", "hold",
+    ] {
+        del.arg(format!("{prefix}:{suffix}"));
+    }
+    bounded(&runtime, CONNECT_TIMEOUT, async {
+        let mut conn = ::redis::Client::open(redis_url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        del.query_async::<()>(&mut conn).await
+    })
+    .context(&format!(
+        "cannot remove the fleet's keys from Redis at {}",
+        redact(redis_url)
+    ))
 }
 
 /// Keys per page of the warm-up's scan.
@@ -262,13 +312,45 @@ fn seal_context(path: &Path) -> String {
     format!("cannot seal the guard's snapshot {}", path.display())
 }
 
-/// An [`AsyncCacheGuard`] and the runtime that drives it (and the backend's own connection).
+/// An [`AsyncCacheGuard`], its fleet membership if it joined one, and the runtime that drives
+/// them (and the backend's own connection).
 struct AsyncGuard<S: AsyncStore> {
+    fleet: Mutex<Option<Fleet<RedisCoordinator, i64>>>,
     guard: AsyncCacheGuard<S>,
     runtime: Runtime,
 }
 
 impl<S: AsyncStore> AsyncGuard<S> {
+    fn new(guard: AsyncCacheGuard<S>, runtime: Runtime) -> Self {
+        AsyncGuard {
+            fleet: Mutex::new(None),
+            guard,
+            runtime,
+        }
+    }
+
+    /// A new guard with `filter` over the store `open` opens on a new runtime.
+    fn instance(
+        threads: usize,
+        filter: CuckooFilter,
+        open: impl FnOnce(&Runtime) -> Result<S, CliError>,
+    ) -> Result<Self, CliError>
+    where
+        S: 'static,
+    {
+        let runtime = runtime(threads)?;
+        let store = open(&runtime)?;
+        Ok(AsyncGuard::new(
+            AsyncCacheGuard::new(filter, store),
+            runtime,
+        ))
+    }
+
+    fn fleet(&self) -> std::sync::MutexGuard<'_, Option<Fleet<RedisCoordinator, i64>>> {
+        // A panic while holding it ends the drill.
+        self.fleet.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Runs a bulk step (count, clear, load a chunk, warm up) with [`BULK_TIMEOUT`].
     fn run_bulk<T, E>(&self, future: impl Future<Output = Result<T, E>>) -> Result<T, Bounded<E>> {
         bounded(&self.runtime, BULK_TIMEOUT, future)
@@ -359,6 +441,41 @@ where
     fn seal(&self, path: &Path) -> Result<Sealed, CliError> {
         self.run_bulk(self.guard.seal(path))
             .context(&seal_context(path))
+    }
+
+    fn join_fleet(
+        &self,
+        redis_url: &str,
+        config: FleetConfig,
+        hold: Duration,
+    ) -> Result<(), CliError> {
+        let coordinator = connect(
+            &self.runtime,
+            &format!("cannot reach the fleet's Redis at {}", redact(redis_url)),
+            RedisCoordinator::builder(redis_url, config.name())
+                .hold(hold)
+                .connect(),
+        )?;
+        let fleet = self
+            .run_bulk(Fleet::join(&self.guard, coordinator, config))
+            .context("cannot join the fleet")?;
+        *self.fleet() = Some(fleet);
+        Ok(())
+    }
+
+    fn fleet_stats(&self) -> Option<FleetStats> {
+        self.fleet().as_ref().map(Fleet::stats)
+    }
+
+    fn leave_fleet(&self) {
+        let Some(fleet) = self.fleet().take() else {
+            return;
+        };
+        // Best effort: a registration left behind expires with its lease.
+        let _ = self.run_bulk(async {
+            fleet.leave().await;
+            Ok::<_, Infallible>(())
+        });
     }
 }
 

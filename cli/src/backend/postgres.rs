@@ -54,10 +54,7 @@ impl PostgresBackend {
             url,
             db: db.to_string(),
             connections,
-            guarded: AsyncGuard {
-                guard: AsyncCacheGuard::new(filter, store),
-                runtime,
-            },
+            guarded: AsyncGuard::new(AsyncCacheGuard::new(filter, store), runtime),
         })
     }
 }
@@ -135,5 +132,11 @@ impl Backend for PostgresBackend {
         let open =
             |runtime: &Runtime| open_store(runtime, &self.db, &self.table, self.connections, false);
         self.guarded.restart(path, open, fallback)
+    }
+
+    fn instance(&self, filter: CuckooFilter, threads: usize) -> Result<Box<dyn Guarded>, CliError> {
+        let open =
+            |runtime: &Runtime| open_store(runtime, &self.db, &self.table, self.connections, false);
+        Ok(Box::new(AsyncGuard::instance(threads, filter, open)?))
     }
 }

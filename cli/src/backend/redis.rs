@@ -53,10 +53,7 @@ impl RedisBackend {
             url,
             db: db.to_string(),
             namespace: args.table.clone(),
-            guarded: AsyncGuard {
-                guard: AsyncCacheGuard::new(filter, store),
-                runtime,
-            },
+            guarded: AsyncGuard::new(AsyncCacheGuard::new(filter, store), runtime),
         };
         if args.no_create && backend.census(args.rows)?.rows == 0 {
             return Err(CliError::new(format!(
@@ -163,5 +160,10 @@ impl Backend for RedisBackend {
     fn restart(&mut self, path: &Path, fallback: CuckooFilter) -> Result<Restarted, CliError> {
         let open = |runtime: &Runtime| open_store(runtime, &self.db, &self.namespace);
         self.guarded.restart(path, open, fallback)
+    }
+
+    fn instance(&self, filter: CuckooFilter, threads: usize) -> Result<Box<dyn Guarded>, CliError> {
+        let open = |runtime: &Runtime| open_store(runtime, &self.db, &self.namespace);
+        Ok(Box::new(AsyncGuard::instance(threads, filter, open)?))
     }
 }

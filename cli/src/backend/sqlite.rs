@@ -53,10 +53,7 @@ impl SqliteBackend {
         let store = open_store(&path, &table, connections, !args.no_create)?;
         let conn = bulk_connection(&path).context("cannot open the drill's database")?;
         Ok(SqliteBackend {
-            guarded: AsyncGuard {
-                guard: AsyncCacheGuard::new(filter, store),
-                runtime,
-            },
+            guarded: AsyncGuard::new(AsyncCacheGuard::new(filter, store), runtime),
             conn: Mutex::new(conn),
             table,
             connections,
@@ -169,5 +166,10 @@ impl Backend for SqliteBackend {
         let (table, connections) = (&self.table, self.connections);
         let open = |_: &Runtime| open_store(&db, table, connections, false);
         self.guarded.restart(path, open, fallback)
+    }
+
+    fn instance(&self, filter: CuckooFilter, threads: usize) -> Result<Box<dyn Guarded>, CliError> {
+        let open = |_: &Runtime| open_store(self.path(), &self.table, self.connections, false);
+        Ok(Box::new(AsyncGuard::instance(threads, filter, open)?))
     }
 }
