@@ -435,7 +435,7 @@ fn three_instances_share_their_creates_through_a_redis_fleet() {
         "--fleet-redis",
         &url,
         "--fleet-lease",
-        "1",
+        "2",
     ]);
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "{}\n{text}", stderr(&output));
@@ -510,7 +510,7 @@ fn the_cross_instance_check_catches_a_sabotaged_reader() {
         "--fleet-redis",
         &url,
         "--fleet-lease",
-        "1",
+        "2",
         "--sabotage-fleet",
     ]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
@@ -523,12 +523,13 @@ fn the_cross_instance_check_catches_a_sabotaged_reader() {
     assert_eq!(report["passed"], false);
     let fleet = &report["fleet"];
     // Every sabotaged read answers "absent", unless its instance failed open just then (a
-    // lease renewal late on a busy machine).
+    // lease renewal late on a busy machine) or the filter gave a false positive for it
+    // (another key's fingerprint: well under 1% of the reads).
     let cross = fleet["cross_reads"].as_u64().unwrap();
     let caught = fleet["cross_false_negatives"].as_u64().unwrap();
     let failing_open = fleet["fail_open_lookups"].as_u64().unwrap();
     assert!(caught > 0, "{fleet}");
-    assert!(caught + failing_open >= cross, "{fleet}");
+    assert!(caught + failing_open + cross / 100 + 1 >= cross, "{fleet}");
 }
 
 fn unique_table(prefix: &str) -> String {
