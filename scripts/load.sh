@@ -179,8 +179,10 @@ fleet_run() {
     p99_b=$(awk '$1 == "99%" {print $2}' "$work/wrk_b")
     queries=$(( $(stat_of "$after_a" get) - $(stat_of "$before_a" get) \
         + $(stat_of "$after_b" get) - $(stat_of "$before_b" get) ))
+    local open=$(( $(stat_of "$after_a" passed_failing_open) - $(stat_of "$before_a" passed_failing_open) \
+        + $(stat_of "$after_b" passed_failing_open) - $(stat_of "$before_b" passed_failing_open) ))
     fleet_line=$(awk -v a="$rps_a" -v b="$rps_b" -v pa="$p99_a" -v pb="$p99_b" -v q="$queries" \
-        -v d="$DURATION" 'BEGIN { printf "Two instances over PostgreSQL as one fleet (Redis coordinating), wrk at each with half the connections: %.0f requests/s together (%.0f + %.0f), p99 %s and %s, %.0f DB queries/s.", a + b, a, b, pa, pb, q / d }')
+        -v o="$open" -v d="$DURATION" 'BEGIN { printf "Two instances over PostgreSQL as one fleet (Redis coordinating), wrk at each with half the connections: %.0f requests/s together (%.0f + %.0f), p99 %s and %s, %.0f DB queries/s, %d lookups failed open.", a + b, a, b, pa, pb, q / d, o }')
     fleet_queries=$queries
     echo "    $fleet_line"
 }
