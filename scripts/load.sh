@@ -183,6 +183,10 @@ fleet_run() {
         + $(stat_of "$after_b" passed_failing_open) - $(stat_of "$before_b" passed_failing_open) ))
     fleet_line=$(awk -v a="$rps_a" -v b="$rps_b" -v pa="$p99_a" -v pb="$p99_b" -v q="$queries" \
         -v o="$open" -v d="$DURATION" 'BEGIN { printf "Two instances over PostgreSQL as one fleet (Redis coordinating), wrk at each with half the connections: %.0f requests/s together (%.0f + %.0f), p99 %s and %s, %.0f DB queries/s, %d lookups failed open.", a + b, a, b, pa, pb, q / d, o }')
+    local name
+    for name in rejoins rebuilds_asked coordinator_errors sentinel_misses; do
+        echo "    fleet $name: a $(( $(stat_of "$after_a" "$name") - $(stat_of "$before_a" "$name") )), b $(( $(stat_of "$after_b" "$name") - $(stat_of "$before_b" "$name") ))"
+    done
     fleet_queries=$queries
     echo "    $fleet_line"
 }

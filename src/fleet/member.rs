@@ -1,10 +1,13 @@
 //! [`Fleet`]: one guard's membership, its tasks, and the hooks its writes call.
 //!
-//! Two tasks per member, on the tokio runtime [`Fleet::join`] runs in:
+//! Four tasks per member, on the tokio runtime [`Fleet::join`] runs in (the fourth is the
+//! drift sentinel):
 //! - the **applier** reads the log and the acknowledgement feed on the coordinator's
 //!   blocking connection, applies other members' entries ([fleet.F4], [fleet.F5]),
 //!   acknowledges what it applied ([fleet.M3]) and wakes the creates waiting for peers;
-//! - the **keeper** renews the lease ([fleet.M1]), rejoins when it is gone ([fleet.M5]), runs
+//! - the **renewer** renews the lease ([fleet.M1]) on a fixed cadence, each renewal on a
+//!   task of its own;
+//! - the **keeper** rejoins when the lease is gone ([fleet.M5]), runs
 //!   the rebuilds a rejoin or a failed apply needs, trims the log ([fleet.M6]) and announces
 //!   creates written while the coordinator was down ([`CreatePolicy::Proceed`]).
 //!
@@ -49,7 +52,7 @@ const MAX_RETRY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FleetStats {
-    /// Whether the member answers "absent" now (its deadline aside).
+    /// Whether the member answers "absent" now: in service, and its deadline ahead.
     pub serving: bool,
     /// The position it applied last.
     pub applied: Position,
@@ -154,8 +157,8 @@ struct Shared<C, K> {
     /// Wakes the keeper early (a rejoin is due).
     wake: Notify,
     counters: Counters,
-    /// The fleet clock, and whether the guard serves (type-erased over its store and
-    /// hasher).
+    /// The fleet clock, and whether the guard serves, its deadline included (type-erased
+    /// over its store and hasher).
     clock: Box<dyn Fn() -> (u64, bool) + Send + Sync>,
     /// Ends the guard's service for good ([`Fleet::leave`]).
     stop: Box<dyn Fn() + Send + Sync>,
@@ -508,7 +511,11 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             wake: Notify::new(),
             counters: Counters::default(),
             clock: Box::new(move || match clock_guard.upgrade() {
-                Some(guard) => (guard.core().fleet_now(), guard.core().fleet_serving()),
+                Some(guard) => {
+                    let core = guard.core();
+                    let now = core.fleet_now();
+                    (now, core.fleet_serving() && now < core.fleet_deadline())
+                }
                 None => (0, false),
             }),
             stop: Box::new(move || {
@@ -566,6 +573,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             tasks: vec![
                 tokio::spawn(applier(guard.clone(), Arc::clone(&shared))),
                 tokio::spawn(keeper(guard.clone(), Arc::clone(&shared))),
+                tokio::spawn(renewer(guard.clone(), Arc::clone(&shared))),
                 tokio::spawn(sentinel(guard.clone(), Arc::clone(&shared))),
             ],
             shared,
@@ -769,8 +777,10 @@ where
         {
             Ok(batch) => batch,
             Err(error) => {
+                // Nothing is lost: the next read starts after the last entry applied, and
+                // writers wait for this member meanwhile. A coordinator that is gone shows in
+                // the renewals ([fleet.M1]): the deadline passes, or the lease is found gone.
                 shared.coordinator_failed("reading the log", &error);
-                stop_and_rejoin(&guard, &shared);
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(MAX_RETRY);
                 continue;
@@ -852,14 +862,11 @@ where
     C: Coordinator,
     K: FleetKey + Send + Sync + 'static,
 {
-    let lease = shared.config.lease_length();
     let mut last_trim = tokio::time::Instant::now();
     loop {
         let rejoin = shared.state().rejoin;
         if rejoin {
             rejoin_once(&guard, &shared).await;
-        } else {
-            renew_once(&guard, &shared, lease).await;
         }
         start_rebuild_if_wanted(&guard, &shared);
         announce_unannounced(&shared).await;
@@ -878,6 +885,29 @@ where
             shared.config.renew_every()
         };
         let _ = tokio::time::timeout(pause, shared.wake.notified()).await;
+    }
+}
+
+/// The renewer task: a renewal every [`FleetConfig::renew_every`] counted from the previous
+/// send, each on a task of its own, so neither a slow reply nor the keeper's other work
+/// delays the next ([fleet.M1]).
+async fn renewer<St, H, C, K>(guard: AsyncCacheGuard<St, H>, shared: Arc<Shared<C, K>>)
+where
+    St: AsyncStore<Key = K> + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    let lease = shared.config.lease_length();
+    let mut ticks = tokio::time::interval(shared.config.renew_every());
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticks.tick().await;
+        if shared.state().rejoin {
+            continue;
+        }
+        let (guard, shared) = (guard.clone(), Arc::clone(&shared));
+        tokio::spawn(async move { renew_once(&guard, &shared, lease).await });
     }
 }
 
@@ -907,7 +937,7 @@ async fn renew_once<St, H, C, K>(
     match shared.coordinator.renew(member, lease).await {
         Ok(true) => {
             let mut state = shared.state();
-            if state.member == Some(member) {
+            if state.member == Some(member) && !state.rejoin {
                 guard
                     .core()
                     .fleet_set_deadline(shared.config.deadline_after(sent));
