@@ -771,6 +771,26 @@ impl RedisCoordinator {
         &self.shared.keys
     }
 
+    /// Runs `script` (`leave` or `expel`) over `member`'s lease, the members, renewals and
+    /// acknowledgements, with the member as its one argument.
+    async fn member_script(
+        &self,
+        script: &Script,
+        member: MemberId,
+        operation: &'static str,
+    ) -> Result<i64, RedisCoordinatorError> {
+        let keys = self.keys();
+        script
+            .key(keys.lease(member))
+            .key(&keys.members)
+            .key(&keys.renewals)
+            .key(&keys.acked)
+            .arg(member.0)
+            .invoke_async(&mut self.connection())
+            .await
+            .map_err(command(operation))
+    }
+
     /// `{exists, top, max_deleted, trimmed}` of the log, in one step.
     async fn stream_info(
         &self,
@@ -1077,36 +1097,15 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn leave(&self, member: MemberId) -> Result<(), RedisCoordinatorError> {
-        let keys = self.keys();
-        let _: i64 = self
-            .shared
-            .scripts
-            .leave
-            .key(keys.lease(member))
-            .key(&keys.members)
-            .key(&keys.renewals)
-            .key(&keys.acked)
-            .arg(member.0)
-            .invoke_async(&mut self.connection())
+        self.member_script(&self.shared.scripts.leave, member, "leave")
             .await
-            .map_err(command("leave"))?;
-        Ok(())
+            .map(drop)
     }
 
     async fn expel(&self, member: MemberId) -> Result<bool, RedisCoordinatorError> {
-        let keys = self.keys();
-        let removed: i64 = self
-            .shared
-            .scripts
-            .expel
-            .key(keys.lease(member))
-            .key(&keys.members)
-            .key(&keys.renewals)
-            .key(&keys.acked)
-            .arg(member.0)
-            .invoke_async(&mut self.connection())
-            .await
-            .map_err(command("expel"))?;
+        let removed = self
+            .member_script(&self.shared.scripts.expel, member, "expel")
+            .await?;
         Ok(removed == 1)
     }
 

@@ -12,26 +12,12 @@
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
+use super::loom_rebuild_tests::{bounded, explore_at};
 use super::loom_tests::{core, Core, J, K};
 use super::{Admission, Broken, Position};
 use crate::guard::RebuildReason;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
-use crate::table::loom_tests::{explore, Census};
-
-/// A loom builder at `LOOM_MAX_PREEMPTIONS` (as `loom::model` reads it), capped at `bound`.
-fn bounded(bound: usize) -> loom::model::Builder {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(builder.preemption_bound.map_or(bound, |b| b.min(bound)));
-    builder
-}
-
-/// Runs `model` under [`bounded`]`(bound)` with a fresh census; asserts the census saw `what`.
-fn explore_at(bound: usize, what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
-    let census = Census::default();
-    let c = census.clone();
-    bounded(bound).check(move || model(c.clone()));
-    census.assert_seen(what);
-}
+use crate::table::loom_tests::explore;
 
 fn flag() -> Arc<AtomicBool> {
     Arc::new(AtomicBool::new(false))

@@ -187,7 +187,7 @@ fn assert_own_copies(core: &Core) {
 }
 
 /// A loom builder at `LOOM_MAX_PREEMPTIONS` (as `loom::model` reads it), capped at `bound`.
-fn bounded(bound: usize) -> loom::model::Builder {
+pub(super) fn bounded(bound: usize) -> loom::model::Builder {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.map_or(bound, |b| b.min(bound)));
     builder
@@ -195,7 +195,7 @@ fn bounded(bound: usize) -> loom::model::Builder {
 
 /// Runs `model` under [`bounded`]`(bound)` with a fresh census, then asserts the census saw
 /// `what`.
-fn explore_at(bound: usize, what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
+pub(super) fn explore_at(bound: usize, what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
     let census = Census::default();
     let c = census.clone();
     bounded(bound).check(move || model(c.clone()));
