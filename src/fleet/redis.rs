@@ -14,6 +14,7 @@ use super::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
 };
 use super::{MemberStates, Position};
+use crate::stores::redis::eviction_policy;
 
 /// How many entries the acknowledgement feed keeps (about: `MAXLEN ~`).
 const ACKS_KEPT: u64 = 10_000;
@@ -422,7 +423,9 @@ impl RedisCoordinatorBuilder {
         )
         .await
         .map_err(connect)?;
-        let eviction_policy = eviction_policy(&mut connection).await?;
+        let eviction_policy = eviction_policy(&mut connection)
+            .await
+            .map_err(|source| RedisCoordinatorError::Connect { source })?;
         if let Some(policy) = &eviction_policy {
             if !self.allow_eviction && !policy.eq_ignore_ascii_case("noeviction") {
                 return Err(RedisCoordinatorError::EvictionPolicy {
@@ -483,31 +486,6 @@ fn manager_config(response_timeout: Duration) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
         .set_connection_timeout(Some(Duration::from_secs(1)))
         .set_response_timeout(Some(response_timeout))
-}
-
-/// The server's `maxmemory-policy`, or `None` if it does not answer `CONFIG GET`.
-async fn eviction_policy(
-    connection: &mut ConnectionManager,
-) -> Result<Option<String>, RedisCoordinatorError> {
-    let reply: redis::RedisResult<std::collections::HashMap<String, String>> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory-policy")
-        .query_async(connection)
-        .await;
-    match reply {
-        Ok(mut config) => Ok(config.remove("maxmemory-policy")),
-        Err(source) if connection_failed(&source) => Err(RedisCoordinatorError::Connect { source }),
-        Err(_) => Ok(None),
-    }
-}
-
-/// Whether `error` says the connection broke (rather than the server refusing the command).
-fn connection_failed(error: &redis::RedisError) -> bool {
-    error.is_io_error()
-        || error.is_connection_dropped()
-        || error.is_connection_refusal()
-        || error.is_timeout()
-        || error.is_unrecoverable_error()
 }
 
 /// The fleet's key names (see [`RedisCoordinator`]).

@@ -21,7 +21,7 @@
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
-mod redis;
+pub(crate) mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 

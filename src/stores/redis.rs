@@ -286,7 +286,9 @@ impl<K, V> RedisStoreBuilder<K, V> {
         let mut connection = ConnectionManager::new_with_config(client, reconnect_config())
             .await
             .map_err(connect)?;
-        let eviction_policy = eviction_policy(&mut connection).await?;
+        let eviction_policy = eviction_policy(&mut connection)
+            .await
+            .map_err(|source| RedisStoreError::Connect { source })?;
         if let Some(policy) = &eviction_policy {
             if !self.allow_eviction && may_evict(policy) {
                 return Err(RedisStoreError::EvictionPolicy {
@@ -311,9 +313,9 @@ impl<K, V> RedisStoreBuilder<K, V> {
 
 /// The server's `maxmemory-policy`, or `None` if it does not answer `CONFIG GET` (the command
 /// renamed, disabled or not permitted).
-async fn eviction_policy(
+pub(crate) async fn eviction_policy(
     connection: &mut ConnectionManager,
-) -> Result<Option<String>, RedisStoreError> {
+) -> redis::RedisResult<Option<String>> {
     let reply: redis::RedisResult<std::collections::HashMap<String, String>> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory-policy")
@@ -321,7 +323,7 @@ async fn eviction_policy(
         .await;
     match reply {
         Ok(mut config) => Ok(config.remove("maxmemory-policy")),
-        Err(source) if connection_failed(&source) => Err(RedisStoreError::Connect { source }),
+        Err(source) if connection_failed(&source) => Err(source),
         Err(_) => Ok(None),
     }
 }
