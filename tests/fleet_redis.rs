@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use common::OwnRedis;
 use cuckoo_guard::fleet::{
     Coordinator, InstanceId, MemberId, Op, Position, RedisCoordinator, RedisCoordinatorError,
+    SealRecord,
 };
+use cuckoo_guard::guard::SealSecret;
 
 /// Every test's bound: a call that hangs fails the test.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -782,5 +784,73 @@ fn an_announcement_begins_a_state_and_members_name_it() {
             .unwrap();
         assert!(again.fresh_state && !again.previous_kept);
         assert_ne!(again.state, announced.state);
+    });
+}
+
+/// A seal's record: held, read without being taken, taken once by `register_sealed` (which
+/// starts the member's acknowledged position at the record's), holding trims back at its
+/// position while held, and gone once its hold passed.
+#[test]
+fn a_seal_record_holds_the_log_and_is_taken_once() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let a = c.register(A, None, LEASE).await.unwrap();
+        let mut ids = Vec::new();
+        for key in ["k1", "k2", "k3", "k4"] {
+            ids.push(c.announce_create(B, key.as_bytes()).await.unwrap().position);
+        }
+        let secret = SealSecret::from_bytes([9; 32]);
+        let record = SealRecord::new(
+            secret.clone(),
+            InstanceId(77),
+            a.state.clone(),
+            ids[1],
+            Some(ids[0]),
+        );
+        c.put_seal(&record, Duration::from_secs(60)).await.unwrap();
+        let peeked = c.peek_seal(secret.id()).await.unwrap().expect("held");
+        assert_eq!(peeked.secret.as_bytes(), secret.as_bytes());
+        assert_eq!(
+            (peeked.instance, peeked.applied, peeked.scanned_at),
+            (InstanceId(77), ids[1], Some(ids[0]))
+        );
+        assert_eq!(peeked.state, a.state);
+        assert!(c.peek_seal(secret.id() ^ 1).await.unwrap().is_none());
+        assert!(
+            !format!("{peeked:?}").contains("0909"),
+            "the secret shows in Debug"
+        );
+        // The only member acknowledges everything; the record holds the trim at its position.
+        c.ack(a.member, ids[3]).await.unwrap();
+        assert_eq!(c.trim().await.unwrap(), 1);
+        assert!(!c.trimmed_after(ids[0]).await.unwrap());
+        assert!(c.trimmed_after(Position::ZERO).await.unwrap());
+        // Taken once: the member starts at the record's position.
+        let (restored, taken) = c.register_sealed(A, secret.id(), LEASE).await.unwrap();
+        assert_eq!(taken.expect("taken").applied, ids[1]);
+        let states = c.members(&[restored.member]).await.unwrap();
+        assert_eq!(states.members[0].acked, ids[1]);
+        let (_, again) = c.register_sealed(A, secret.id(), LEASE).await.unwrap();
+        assert!(again.is_none(), "a record taken twice");
+        assert!(c.peek_seal(secret.id()).await.unwrap().is_none());
+        // An expired record is neither read nor taken, and trims remove it.
+        let short = SealRecord::new(secret.clone(), InstanceId(78), a.state, ids[1], None);
+        c.put_seal(&short, Duration::from_millis(50)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(c.peek_seal(secret.id()).await.unwrap().is_none());
+        c.put_seal(&short, Duration::from_millis(50)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        let (_, expired) = c.register_sealed(A, secret.id(), LEASE).await.unwrap();
+        assert!(expired.is_none(), "an expired record was taken");
+        c.put_seal(&short, Duration::from_millis(50)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        c.trim().await.unwrap();
+        let mut connection = connection(&url).await;
+        let left: i64 = redis::cmd("HLEN")
+            .arg(format!("{}:seals", c.key_prefix()))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "an expired record outlived a trim");
     });
 }

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::Position;
+use crate::guard::SealSecret;
 
 /// One guard object's id, random per [`join`](super::Fleet::join): the origin of the entries
 /// its creates and deletes announce, so it skips its own.
@@ -64,6 +65,68 @@ pub struct Registration {
     /// Whether this registration began a new state (the coordinator had none: a new fleet,
     /// or its data was lost, with the in-flight creates).
     pub fresh_state: bool,
+}
+
+/// A sealed snapshot's record in the coordinator ([`Fleet::seal`](super::Fleet::seal)): what
+/// a restart needs to trust the file and to catch up from the log after it.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct SealRecord {
+    /// The seal's secret: the file's MAC is keyed by it, and its public id names the record.
+    pub secret: SealSecret,
+    /// The sealing member's instance: the restored member takes it over, so it skips the
+    /// entries its sealed self announced (their effects are in the file).
+    pub instance: InstanceId,
+    /// The coordinator state's id when the seal was written ([`Announced::state`]).
+    pub state: String,
+    /// The position the sealed filter covers: every entry up to it was applied, none after.
+    pub applied: Position,
+    /// The log's top noted after the sealed generation's scan ([fleet.F5]), if noted.
+    pub scanned_at: Option<Position>,
+}
+
+impl SealRecord {
+    /// A record of `secret` for `instance`, covering the log up to `applied` in the state
+    /// `state`, of a generation scanned at `scanned_at`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::fleet::{InstanceId, Position, SealRecord};
+    /// use cuckoo_guard::guard::SealSecret;
+    ///
+    /// let secret = SealSecret::from_bytes([7; 32]);
+    /// let record = SealRecord::new(secret, InstanceId(1), "0a1b".into(), Position::ZERO, None);
+    /// assert_eq!(record.instance, InstanceId(1));
+    /// ```
+    pub fn new(
+        secret: SealSecret,
+        instance: InstanceId,
+        state: String,
+        applied: Position,
+        scanned_at: Option<Position>,
+    ) -> Self {
+        SealRecord {
+            secret,
+            instance,
+            state,
+            applied,
+            scanned_at,
+        }
+    }
+}
+
+impl std::fmt::Debug for SealRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secret stays out of logs.
+        f.debug_struct("SealRecord")
+            .field("seal", &self.secret.id())
+            .field("instance", &self.instance)
+            .field("state", &self.state)
+            .field("applied", &self.applied)
+            .field("scanned_at", &self.scanned_at)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What [`Coordinator::announce_create`] returns, all read in the one atomic step that
@@ -151,6 +214,34 @@ pub trait Coordinator: Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<Registration, Self::Error>> + Send;
 
+    /// As [`register`](Self::register) for a member restarting from the sealed snapshot
+    /// whose seal id is `seal`, with no previous registration: in the same atomic step, takes
+    /// the seal's record ([`put_seal`](Self::put_seal)) if it is still held, so no second
+    /// restart can take it, and starts the member's acknowledged position at the record's
+    /// `applied`, so no trim passes it while the member catches up. `None` if the record was
+    /// not held (the registration stands; the member must not trust the file).
+    fn register_sealed(
+        &self,
+        instance: InstanceId,
+        seal: u64,
+        lease: Duration,
+    ) -> impl Future<Output = Result<(Registration, Option<SealRecord>), Self::Error>> + Send;
+
+    /// Holds `record` under its seal's id for `hold`: meanwhile no trim removes an entry
+    /// past its `applied`, and [`peek_seal`](Self::peek_seal) and
+    /// [`register_sealed`](Self::register_sealed) find it.
+    fn put_seal(
+        &self,
+        record: &SealRecord,
+        hold: Duration,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// The record held under the seal id `seal`, if its hold has not passed; it stays held.
+    fn peek_seal(
+        &self,
+        seal: u64,
+    ) -> impl Future<Output = Result<Option<SealRecord>, Self::Error>> + Send;
+
     /// Extends `member`'s lease to `lease` from now if it still exists (never recreates an
     /// expired one) and counts the renewal. `Ok(false)`: the lease is gone.
     fn renew(
@@ -230,7 +321,7 @@ pub trait Coordinator: Send + Sync + 'static {
         after: Position,
     ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
-    /// Trims the log below the lowest position acknowledged by a registered member; returns
-    /// how many entries went.
+    /// Trims the log below the lowest position acknowledged by a registered member or held
+    /// by a seal record ([`put_seal`](Self::put_seal)); returns how many entries went.
     fn trim(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 }

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::marker::PhantomData;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -27,9 +28,14 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::key::encoded;
-use super::{Coordinator, CreatePolicy, FleetConfig, FleetKey, InstanceId, MemberId, Op};
+use super::{
+    Coordinator, CreatePolicy, FleetConfig, FleetKey, InstanceId, MemberId, Op, SealRecord,
+};
 use crate::guard::fleet_link::{BoxFuture, CreateSlot, FleetLink};
-use crate::guard::{AsyncCacheGuard, AsyncStore, FleetError, GuardError, Position};
+use crate::guard::{
+    AsyncCacheGuard, AsyncStore, FleetError, GuardError, Position, Restart, Sealed,
+};
+use crate::CuckooFilter;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Entries read per call.
@@ -143,6 +149,11 @@ struct State {
     unannounced: Vec<Vec<u8>>,
     /// Whether the current outage was reported.
     down_reported: bool,
+    /// The coordinator state's id at the last registration.
+    state_id: String,
+    /// The sealed instance this member restarted from: its entries' effects are in the
+    /// restored filter, so they are skipped like this member's own.
+    skip: Option<InstanceId>,
 }
 
 /// What a member shares between its tasks and its guard's hooks.
@@ -483,6 +494,24 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         St: AsyncStore<Key = K> + 'static,
         H: BuildHasher + Clone + Send + Sync + 'static,
     {
+        Self::join_with(guard, coordinator, config, None)
+            .await
+            .map(|(fleet, _)| fleet)
+    }
+
+    /// [`join`](Self::join), or with `sealed`, the join of a guard restored from that sealed
+    /// file: it catches up from the record's position if the log still covers it (the second
+    /// value: why not, otherwise).
+    async fn join_with<St, H>(
+        guard: &AsyncCacheGuard<St, H>,
+        coordinator: C,
+        config: FleetConfig,
+        sealed: Option<SealRecord>,
+    ) -> Result<(Self, Result<(), String>), GuardError<St::Error>>
+    where
+        St: AsyncStore<Key = K> + 'static,
+        H: BuildHasher + Clone + Send + Sync + 'static,
+    {
         config.check().map_err(GuardError::Fleet)?;
         let instance = InstanceId(random_u64());
         // Weak: the guard holds these hooks.
@@ -505,6 +534,8 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 rebuild_not_before: 0,
                 unannounced: Vec::new(),
                 down_reported: false,
+                state_id: String::new(),
+                skip: None,
             }),
             acks: Mutex::new(HashMap::new()),
             acked: Notify::new(),
@@ -535,15 +566,50 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             ))));
         }
         let sent = guard.core().fleet_now();
+        let lease = shared.config.lease_length();
+        let coordinator_error = |error| GuardError::Fleet(FleetError::Coordinator(Box::new(error)));
         shared.call();
-        let registration = shared
-            .coordinator
-            .register(instance, None, shared.config.lease_length())
-            .await
-            .map_err(|error| GuardError::Fleet(FleetError::Coordinator(Box::new(error))))?;
+        let (registration, taken) = match &sealed {
+            None => (
+                shared
+                    .coordinator
+                    .register(instance, None, lease)
+                    .await
+                    .map_err(coordinator_error)?,
+                None,
+            ),
+            Some(record) => shared
+                .coordinator
+                .register_sealed(instance, record.secret.id(), lease)
+                .await
+                .map_err(coordinator_error)?,
+        };
         guard
             .core()
             .fleet_set_deadline(shared.config.deadline_after(sent));
+        let covered = match (&sealed, taken) {
+            (None, _) => Err(String::from("no sealed file")),
+            (Some(_), None) => Err(String::from(
+                "the coordinator no longer holds its seal (the hold passed, or another restart \
+                 took it)",
+            )),
+            (Some(record), Some(taken)) => {
+                shared.call();
+                if taken.secret.id() != record.secret.id() {
+                    Err(String::from("the coordinator holds another seal"))
+                } else if registration.fresh_state || registration.state != record.state {
+                    Err(String::from("the coordinator's state changed since the seal"))
+                } else if registration.top < record.applied {
+                    Err(String::from("the log went backwards since the seal"))
+                } else {
+                    match shared.coordinator.trimmed_after(record.applied).await {
+                        Ok(false) => Ok(()),
+                        Ok(true) => Err(String::from("the log was trimmed past the seal")),
+                        Err(error) => Err(format!("the log could not be checked: {error}")),
+                    }
+                }
+            }
+        };
         let warming = guard.is_warming();
         // A warm-up that loaded pages before the registration (or creates made before it)
         // may lack rows other members created meanwhile: a rebuild follows the warm-up.
@@ -551,12 +617,27 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         {
             let mut state = shared.state();
             state.member = Some(registration.member);
-            state.applied = registration.top;
+            state.state_id = registration.state.clone();
             state.target = registration.top;
-            state.acked = registration.top;
-            if !warming || filled_before {
-                // The filter was (partly) filled before the registration.
-                state.rebuilds_wanted += 1;
+            match (&sealed, &covered) {
+                (Some(record), Ok(())) => {
+                    // The sealed filter holds every entry up to the record's position and
+                    // its own instance's: catch up from there, skipping those.
+                    state.applied = record.applied;
+                    state.acked = record.applied;
+                    state.skip = Some(record.instance);
+                    if let Some(at) = record.scanned_at {
+                        guard.core().set_scanned_at(at);
+                    }
+                }
+                _ => {
+                    state.applied = registration.top;
+                    state.acked = registration.top;
+                    if !warming || filled_before {
+                        // The filter was (partly) filled before the registration.
+                        state.rebuilds_wanted += 1;
+                    }
+                }
             }
         }
         // [fleet.M5]: the creates in flight at registration, before the scan.
@@ -582,7 +663,130 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             let page_size = fleet.shared.config.page_size_value();
             guard.warm_up(page_size, |_| {}).await?;
         }
-        Ok(fleet)
+        Ok((fleet, covered))
+    }
+
+    /// Starts a guard from the snapshot file at `path` written by [`Fleet::seal`], and joins
+    /// the fleet with it: the restart of a member ([fleet.M8]). The file is trusted if the
+    /// coordinator still holds its seal's record (the file's MAC checks out under the
+    /// record's secret, as [`AsyncCacheGuard::restore`]'s under the store's seal), and the
+    /// member then catches up from the log after the position the file covers, instead of
+    /// scanning the store, if the log still covers it: same coordinator state, nothing
+    /// trimmed past the position (the record holds trimming back for
+    /// [`FleetConfig::seal_hold`]). Otherwise the guard warms up from `fallback()` (a file
+    /// not trusted) or rebuilds from the store (a file trusted, the log moved on:
+    /// [`Restart::NotCovered`]). Lookups fail open until the member is caught up.
+    ///
+    /// # Errors
+    ///
+    /// As [`Fleet::join`].
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cuckoo_guard::fleet::{Fleet, FleetConfig, RedisCoordinator};
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let path = "/var/lib/users/guard.cgsnap";
+    /// let store = MemoryStore::<u64, String>::new();
+    /// let coordinator = RedisCoordinator::builder("redis://127.0.0.1:6379", "users").connect().await?;
+    /// let (guard, fleet, restart) = Fleet::restore(
+    ///     path,
+    ///     store,
+    ///     || CuckooFilter::with_capacity(1_000_000),
+    ///     coordinator,
+    ///     FleetConfig::new("users"),
+    /// )
+    /// .await?;
+    /// println!("{restart}");
+    /// // ... serve; at shutdown:
+    /// fleet.seal(&guard, path).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn restore<St>(
+        path: impl AsRef<Path>,
+        store: St,
+        fallback: impl FnOnce() -> CuckooFilter,
+        coordinator: C,
+        config: FleetConfig,
+    ) -> Result<(AsyncCacheGuard<St>, Self, Restart), GuardError<St::Error>>
+    where
+        St: AsyncStore<Key = K> + 'static,
+    {
+        config.check().map_err(GuardError::Fleet)?;
+        let peek = &coordinator;
+        let (guard, restart, record) =
+            AsyncCacheGuard::restore_with(path, store, fallback, |store, tag| async move {
+                let found = match peek.peek_seal(tag).await {
+                    Ok(Some(record)) if tag != 0 && record.secret.id() == tag => {
+                        Ok((record.secret.clone(), record))
+                    }
+                    Ok(_) => Err(Restart::NotCovered(String::from(
+                        "the coordinator holds no record of its seal (the hold passed, another \
+                         restart took it, or it was never sealed in this fleet)",
+                    ))),
+                    Err(error) => Err(Restart::SealUnreadable(error.to_string())),
+                };
+                (store, found)
+            })
+            .await;
+        let (fleet, covered) = Self::join_with(&guard, coordinator, config, record).await?;
+        let restart = match covered {
+            Err(why) if restart.is_trusted() => {
+                let restart = Restart::NotCovered(why);
+                guard.core().set_restart(restart.to_string());
+                restart
+            }
+            _ => restart,
+        };
+        Ok((guard, fleet, restart))
+    }
+
+    /// Seals the member for a restart and leaves the fleet ([fleet.M8]): refuses the guard's
+    /// creates from now on ([`FleetError::Sealed`]), stops applying the log at a position
+    /// `P`, fails open, waits for the creates in flight through the guard, records the seal
+    /// in the coordinator (its secret, `P`, this instance) and holds the log at `P` for
+    /// [`FleetConfig::seal_hold`], leaves, and writes the filter's snapshot to `path`, with a
+    /// MAC keyed by the seal's secret. [`Fleet::restore`] starts from it. The guard's store
+    /// keeps no seal of it; any store will do.
+    ///
+    /// The member has left the fleet when this returns, whatever the outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Fleet`] if `guard` is not this member's, if the member is not caught up
+    /// (a warm-up or a rebuild it needs has not finished: its filter may lack entries up to
+    /// `P`), or if the coordinator failed; the snapshot's errors.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fleet::restore`].
+    pub async fn seal<St, H>(
+        mut self,
+        guard: &AsyncCacheGuard<St, H>,
+        path: impl AsRef<Path>,
+    ) -> Result<FleetSealed, GuardError<St::Error>>
+    where
+        St: AsyncStore<Key = K> + 'static,
+        H: BuildHasher + Clone + Send + Sync + 'static,
+    {
+        // The applier stops between entries: every entry up to `applied` is applied, none
+        // after it (an entry applies under the state lock, with no await).
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+        let shared = Arc::clone(&self.shared);
+        let result = seal_member(&shared, guard, path.as_ref()).await;
+        leave_registration(&shared).await;
+        result
     }
 
     /// The member's counters.
@@ -661,14 +865,99 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         for task in self.tasks.drain(..) {
             task.abort();
         }
-        // Before the registration goes: writers stop waiting for this member then.
-        (self.shared.stop)();
-        let member = self.shared.state().member.take();
-        if let Some(member) = member {
-            self.shared.call();
-            let _ = self.shared.coordinator.leave(member).await;
+        leave_registration(&self.shared).await;
+    }
+}
+
+/// What [`Fleet::seal`] wrote.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use cuckoo_guard::fleet::{Fleet, RedisCoordinator};
+/// # use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+/// # async fn f(fleet: Fleet<RedisCoordinator, u64>, guard: AsyncCacheGuard<MemoryStore<u64, u64>>) -> Result<(), Box<dyn std::error::Error>> {
+/// let sealed = fleet.seal(&guard, "guard.cgsnap").await?;
+/// println!("covers the log up to {}", sealed.applied);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetSealed {
+    /// The seal's public id, in the file's header and naming the coordinator's record.
+    pub seal: u64,
+    /// The log position the file covers.
+    pub applied: Position,
+    /// The snapshot written.
+    pub written: crate::snapshot::SnapshotWritten,
+}
+
+/// Ends service and removes the member's registration, if it has one: writers stop waiting
+/// for it.
+async fn leave_registration<C: Coordinator, K: FleetKey + Send + Sync + 'static>(
+    shared: &Arc<Shared<C, K>>,
+) {
+    // Before the registration goes: writers stop waiting for this member then.
+    (shared.stop)();
+    let member = shared.state().member.take();
+    if let Some(member) = member {
+        shared.call();
+        if let Err(error) = shared.coordinator.leave(member).await {
+            shared.coordinator_failed("leaving", &error);
         }
     }
+}
+
+/// [fleet.M8]: the steps of [`Fleet::seal`] after the member's tasks stopped.
+async fn seal_member<St, H, C, K>(
+    shared: &Arc<Shared<C, K>>,
+    guard: &AsyncCacheGuard<St, H>,
+    path: &Path,
+) -> Result<FleetSealed, GuardError<St::Error>>
+where
+    St: AsyncStore<Key = K> + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+    C: Coordinator,
+    K: FleetKey + Send + Sync + 'static,
+{
+    let refuse = |why: &str| Err(GuardError::Fleet(FleetError::Guard(why.to_owned())));
+    if !guard.fleet_is(Arc::as_ptr(shared).cast()) {
+        return refuse("the guard is not this fleet member's");
+    }
+    // [fleet.F7]: the guard's creates are refused from here on, before the seal's claim.
+    guard.core().fleet_seal();
+    let (applied, state_id) = {
+        let state = shared.state();
+        if guard.is_warming() || state.rebuild_running || state.rebuilds_done < state.rebuilds_wanted
+        {
+            drop(state);
+            return refuse("the member is not caught up (a warm-up or a rebuild has not finished)");
+        }
+        (state.applied, state.state_id.clone())
+    };
+    (shared.stop)();
+    // Best effort: creates written while the coordinator was down reach the other members.
+    announce_unannounced(shared).await;
+    let hold = shared.config.seal_hold_value();
+    let sealed: Sealed = guard
+        .seal_with(path, |secret, scanned_at| async move {
+            let record = SealRecord::new(secret, shared.instance, state_id, applied, scanned_at);
+            shared.call();
+            if let Err(error) = shared.coordinator.put_seal(&record, hold).await {
+                shared.coordinator_failed("recording a seal", &error);
+                return Err(GuardError::Fleet(FleetError::Coordinator(Box::new(error))));
+            }
+            // The record holds the log at `applied`: writers need not wait for this member
+            // while the file is written.
+            leave_registration(shared).await;
+            Ok(())
+        })
+        .await?;
+    Ok(FleetSealed {
+        seal: sealed.seal,
+        applied,
+        written: sealed.written,
+    })
 }
 
 /// A create announced by [`Fleet::announce_created`].
@@ -807,7 +1096,7 @@ where
             if state.epoch != epoch {
                 break;
             }
-            if entry.origin != shared.instance {
+            if entry.origin != shared.instance && Some(entry.origin) != state.skip {
                 match K::decode(&entry.key) {
                     Some(key) => match entry.op {
                         Op::Create => {

@@ -51,6 +51,23 @@
 //!   from the new state may have lost its registration rather than left). A member that
 //!   rejoins into a new state rebuilds, after [`FleetConfig::write_bound`]: the in-flight
 //!   creates were lost with the state, and their writes must land before its scan.
+//! - **[fleet.M8] Sealed restarts.** [`Fleet::seal`] stops the member's applier between
+//!   entries, at a position `P` every entry up to which it applied, and refuses the guard's
+//!   creates from then on ([fleet.F7]: a create that is not refused has its copy in the
+//!   file). Under the guard's rebuild claim it records the
+//!   seal in the coordinator (a fresh secret, `P`, the member's instance, the state's id,
+//!   the generation's scan position), which holds trimming at `P`; it leaves; it waits for
+//!   the guard's creates in flight; it writes the filter with a MAC keyed by the secret.
+//!   [`Fleet::restore`] verifies the file under the record's secret and registers, taking
+//!   the record in the same atomic step (a second restart from the same file finds none)
+//!   and starting its acknowledged position at `P`. If the state is the record's and
+//!   nothing past `P` was trimmed, it applies the log from `P` on, skipping the sealed
+//!   instance's entries (their effects are in the file; a delete applied twice could take
+//!   another key's copy), and serves once caught up. Every create whose write a lookup can
+//!   see is then in the file (applied up to `P`, or the sealed instance's own) or in the log
+//!   after `P`, applied before the member serves; a create by a writer that did not wait for
+//!   the member (it had left) is in the log after `P`, since it was announced after the
+//!   member's last applied entry. Otherwise the restored guard rebuilds.
 //!
 //! Why "absent" is sound: a create whose write a lookup can see was acknowledged by the
 //! member (which applied it first), or was written while the member was gone, which means
@@ -92,10 +109,10 @@ mod redis;
 
 pub use self::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, MemberStates, Op,
-    Registration,
+    Registration, SealRecord,
 };
 pub use self::key::FleetKey;
-pub use self::member::{Announcement, Fleet, FleetStats};
+pub use self::member::{Announcement, Fleet, FleetSealed, FleetStats};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{RedisCoordinator, RedisCoordinatorBuilder, RedisCoordinatorError};
@@ -151,13 +168,14 @@ pub struct FleetConfig {
     trim_every: Duration,
     sentinel_rate: u32,
     write_bound: Duration,
+    seal_hold: Duration,
 }
 
 impl FleetConfig {
     /// Settings for the fleet `name`: a 3 s lease renewed every second, 1% clock rate error,
     /// a 50 ms margin, creates refused while the coordinator is down and after 30 s of
     /// waiting, warm-up pages of 10,000 keys, the log trimmed every 10 s, the drift sentinel
-    /// reading 20 rows per second.
+    /// reading 20 rows per second, a sealed snapshot's log held for 5 minutes.
     ///
     /// # Examples
     ///
@@ -179,6 +197,7 @@ impl FleetConfig {
             trim_every: Duration::from_secs(10),
             sentinel_rate: 20,
             write_bound: Duration::from_secs(15),
+            seal_hold: Duration::from_secs(300),
         }
     }
 
@@ -416,6 +435,27 @@ impl FleetConfig {
     pub fn write_bound(mut self, bound: Duration) -> Self {
         self.write_bound = bound;
         self
+    }
+
+    /// How long the coordinator keeps the log from being trimmed past a sealed snapshot
+    /// ([`Fleet::seal`]): a restart from the file within this time catches up from the log; a
+    /// later one rebuilds. The log grows by every create and delete of the fleet meanwhile.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cuckoo_guard::fleet::FleetConfig;
+    /// let config = FleetConfig::new("a").seal_hold(Duration::from_secs(60));
+    /// # let _ = config;
+    /// ```
+    pub fn seal_hold(mut self, hold: Duration) -> Self {
+        self.seal_hold = hold;
+        self
+    }
+
+    pub(crate) fn seal_hold_value(&self) -> Duration {
+        self.seal_hold
     }
 
     pub(crate) fn write_bound_value(&self) -> Duration {

@@ -12,7 +12,9 @@ use redis::{AsyncConnectionConfig, Script, Value};
 
 use super::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
+    SealRecord,
 };
+use crate::guard::{SealSecret, SEAL_SECRET_LEN};
 use super::{MemberStates, Position};
 use crate::stores::redis::eviction_policy;
 
@@ -43,14 +45,46 @@ local function stream_info(log, trimmed_key)
 end
 ";
 
+/// Positions compared exactly as decimal strings (no floating point), the server's clock, and
+/// a seal record's fields (`v1 <applied> <expiry ms> <rest>`, see [`RedisCoordinator`]).
+const HELPERS: &str = r"
+local function parts(id)
+  if type(id) ~= 'string' then return nil end
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  if not ms then return nil end
+  return (string.gsub(ms, '^0+(%d)', '%1')), (string.gsub(seq, '^0+(%d)', '%1'))
+end
+local function less_number(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+local function less(a, b)
+  local am, as = parts(a)
+  local bm, bs = parts(b)
+  if am ~= bm then return less_number(am, bm) end
+  return less_number(as, bs)
+end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function seal_fields(record)
+  if type(record) ~= 'string' then return nil end
+  local applied, expiry = string.match(record, '^v1 (%d+%-%d+) (%d+) ')
+  if not applied then return nil end
+  return applied, tonumber(expiry)
+end
+";
+
 /// `KEYS`: log, trimmed.
 const INFO: &str = r"
 return stream_info(KEYS[1], KEYS[2])
 ";
 
 /// `KEYS`: members, renewals, acked, inflight, epoch, hold, log, trimmed, the new lease,
-/// [the previous lease]. `ARGV`: new member, instance, lease ms, previous member or '',
-/// epoch, hold ms.
+/// seals, [the previous lease]. `ARGV`: new member, instance, lease ms, previous member or
+/// '', epoch, hold ms, seal id or ''. A held seal record is taken (removed) whether or not it
+/// still covers the log; it becomes the member's position only if it does.
 const REGISTER: &str = r"
 local fresh = 0
 if redis.call('EXISTS', KEYS[5]) == 0 then
@@ -68,16 +102,45 @@ if ARGV[4] ~= '' then
     kept = 1
     acked = redis.call('HGET', KEYS[3], ARGV[4]) or '0-0'
   end
-  redis.call('DEL', KEYS[10])
+  redis.call('DEL', KEYS[11])
   redis.call('HDEL', KEYS[1], ARGV[4])
   redis.call('HDEL', KEYS[2], ARGV[4])
   redis.call('HDEL', KEYS[3], ARGV[4])
+end
+local sealed = false
+if ARGV[7] ~= '' then
+  local record = redis.call('HGET', KEYS[10], ARGV[7])
+  local applied, expiry = seal_fields(record)
+  if record then redis.call('HDEL', KEYS[10], ARGV[7]) end
+  if applied and expiry > now_ms() and not less(top, applied) then
+    acked = applied
+    sealed = record
+  end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SET', KEYS[9], '1', 'PX', ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], 0)
 redis.call('HSET', KEYS[3], ARGV[1], acked)
-return {top, redis.call('HVALS', KEYS[4]), kept, redis.call('GET', KEYS[5]), fresh}
+return {top, redis.call('HVALS', KEYS[4]), kept, redis.call('GET', KEYS[5]), fresh, sealed}
+";
+
+/// `KEYS`: seals. `ARGV`: seal id, applied, hold ms, the record's rest.
+const PUT_SEAL: &str = r"
+local expiry = now_ms() + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], 'v1 ' .. ARGV[2] .. ' ' .. string.format('%d', expiry) .. ' ' .. ARGV[4])
+return 1
+";
+
+/// `KEYS`: seals. `ARGV`: seal id. An expired record is removed.
+const PEEK_SEAL: &str = r"
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+local applied, expiry = seal_fields(record)
+if not applied then return false end
+if expiry <= now_ms() then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return false
+end
+return record
 ";
 
 /// `KEYS`: the lease, renewals. `ARGV`: member, lease ms.
@@ -147,25 +210,10 @@ end
 return out
 ";
 
-/// `KEYS`: members, acked, log, trimmed. Positions compare exactly as decimal strings (no
-/// floating point); a missing or malformed position trims nothing.
+/// `KEYS`: members, acked, log, trimmed, seals. A missing or malformed acknowledged
+/// position trims nothing; a held seal record holds the trim at its position, an expired or
+/// malformed one is removed.
 const TRIM: &str = r"
-local function parts(id)
-  if type(id) ~= 'string' then return nil end
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  if not ms then return nil end
-  return (string.gsub(ms, '^0+(%d)', '%1')), (string.gsub(seq, '^0+(%d)', '%1'))
-end
-local function less_number(a, b)
-  if #a ~= #b then return #a < #b end
-  return a < b
-end
-local function less(a, b)
-  local am, as = parts(a)
-  local bm, bs = parts(b)
-  if am ~= bm then return less_number(am, bm) end
-  return less_number(as, bs)
-end
 local members = redis.call('HKEYS', KEYS[1])
 if #members == 0 then return 0 end
 local min = nil
@@ -173,6 +221,16 @@ for _, member in ipairs(members) do
   local acked = redis.call('HGET', KEYS[2], member)
   if not parts(acked) then return 0 end
   if min == nil or less(acked, min) then min = acked end
+end
+local now = now_ms()
+local seals = redis.call('HGETALL', KEYS[5])
+for i = 1, #seals - 1, 2 do
+  local applied, expiry = seal_fields(seals[i + 1])
+  if not applied or expiry <= now then
+    redis.call('HDEL', KEYS[5], seals[i])
+  elseif less(applied, min) then
+    min = applied
+  end
 end
 if not less('0-0', min) or redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
 local last = redis.call('XREVRANGE', KEYS[3], '(' .. min, '-', 'COUNT', 1)
@@ -445,10 +503,12 @@ impl RedisCoordinatorBuilder {
             trimmed: key("trimmed"),
             epoch: key("epoch"),
             hold: key("hold"),
+            seals: key("seals"),
             lease: key("lease:"),
             prefix,
         };
-        let with_info = |body: &str| Script::new(&format!("{STREAM_INFO}{body}"));
+        let with_info = |body: &str| Script::new(&format!("{HELPERS}{STREAM_INFO}{body}"));
+        let with_helpers = |body: &str| Script::new(&format!("{HELPERS}{body}"));
         let scripts = Scripts {
             info: with_info(INFO),
             register: with_info(REGISTER),
@@ -458,7 +518,9 @@ impl RedisCoordinatorBuilder {
             announce_create: Script::new(ANNOUNCE_CREATE),
             ack: Script::new(ACK),
             members: Script::new(MEMBERS),
-            trim: Script::new(TRIM),
+            trim: with_helpers(TRIM),
+            put_seal: with_helpers(PUT_SEAL),
+            peek_seal: with_helpers(PEEK_SEAL),
         };
         Ok(RedisCoordinator {
             shared: Arc::new(Shared {
@@ -500,6 +562,7 @@ struct Keys {
     trimmed: String,
     epoch: String,
     hold: String,
+    seals: String,
     /// `p:lease:`, the leases' common prefix.
     lease: String,
 }
@@ -520,6 +583,8 @@ struct Scripts {
     ack: Script,
     members: Script,
     trim: Script,
+    put_seal: Script,
+    peek_seal: Script,
 }
 
 struct Shared {
@@ -556,10 +621,16 @@ struct Shared {
 /// | `p:trimmed` | string | the greatest position [`trim`](Coordinator::trim) removed |
 /// | `p:epoch` | string | a random value, present while the coordinator's state exists |
 /// | `p:hold` | string | present (with a `PX` time to live) while creates are held |
+/// | `p:seals` | hash | seal id (decimal) → a sealed snapshot's record, below |
 ///
 /// A log entry's fields: `o` (`c` create, `d` delete), `k` (the key's bytes), `i` (the origin
 /// [`InstanceId`], decimal) and, for deletes only, `a` (their `after` position, `ms-seq`). An
 /// acknowledgement's: `m` (the member id, decimal) and `p` (the position).
+///
+/// A seal record ([`put_seal`](Coordinator::put_seal)) is one string:
+/// `v1 <applied> <expiry> <instance> <scanned_at or -> <secret, hex> <state>`, the expiry in
+/// milliseconds of the server's clock (`TIME`). [`trim`](Coordinator::trim) removes
+/// expired records; a held one keeps the log from being trimmed past its `applied`.
 ///
 /// "The top" is the log's `last-generated-id` (`XINFO STREAM`), not its last existing entry:
 /// a trim may have removed every entry, and the next `XADD` still returns a greater id.
@@ -594,6 +665,10 @@ struct Shared {
 ///   so a member registering concurrently (whose position starts at the top) or handing over
 ///   a kept position is either counted or registered after the trim ([fleet.M6]). It records
 ///   the greatest position it removed in `p:trimmed`.
+/// - **register_sealed** is register that also takes the seal's record (removes it, so a
+///   second restart from the same file finds none) and, if it is unexpired and its position
+///   is not past the top, starts the member's acknowledged position there: no trim passes it
+///   before the member catches up.
 /// - **top** and **trimmed_after** read `XINFO STREAM` (and `p:trimmed`) in one step.
 ///
 /// # A new coordinator state
@@ -769,6 +844,56 @@ impl RedisCoordinator {
             .map_err(command(operation))
     }
 
+    /// [`Coordinator::register`], also taking the record of the seal `seal` if given.
+    async fn register_with(
+        &self,
+        instance: InstanceId,
+        previous: Option<MemberId>,
+        seal: Option<u64>,
+        lease: Duration,
+    ) -> Result<(Registration, Option<String>), RedisCoordinatorError> {
+        let keys = self.keys();
+
+        let member = MemberId(random_u64());
+        let mut invocation = self.shared.scripts.register.prepare_invoke();
+        invocation
+            .key(&keys.members)
+            .key(&keys.renewals)
+            .key(&keys.acked)
+            .key(&keys.inflight)
+            .key(&keys.epoch)
+            .key(&keys.hold)
+            .key(&keys.log)
+            .key(&keys.trimmed)
+            .key(keys.lease(member))
+            .key(&keys.seals);
+        if let Some(previous) = previous {
+            invocation.key(keys.lease(previous));
+        }
+        invocation
+            .arg(member.0)
+            .arg(instance.0)
+            .arg(millis(lease, 1))
+            .arg(previous.map(|p| p.0.to_string()).unwrap_or_default())
+            .arg(format!("{:016x}", random_u64()))
+            .arg(millis(self.shared.hold, 0))
+            .arg(seal.map(|id| id.to_string()).unwrap_or_default());
+        type Reply = (String, Vec<Vec<u8>>, i64, String, i64, Option<String>);
+        let (top, in_flight, kept, state, fresh, sealed): Reply = invocation
+            .invoke_async(&mut self.connection())
+            .await
+            .map_err(command("register"))?;
+        let registration = Registration {
+            member,
+            top: position(&top, "the log's last-generated-id")?,
+            in_flight,
+            previous_kept: kept == 1,
+            state,
+            fresh_state: fresh == 1,
+        };
+        Ok((registration, sealed))
+    }
+
     /// `{exists, top, max_deleted, trimmed}` of the log, in one step.
     async fn stream_info(
         &self,
@@ -845,6 +970,38 @@ fn member_id(text: &str, what: &str) -> Result<MemberId, RedisCoordinatorError> 
 }
 
 /// A random id: the OS's generator, or ahash's randomly seeded hasher if that fails.
+/// `bytes` as lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A seal record's text (see [`RedisCoordinator`]'s layout), parsed.
+fn seal_record(text: &str) -> Result<SealRecord, RedisCoordinatorError> {
+    // The text holds the secret: it stays out of the error.
+    let bad = || malformed("a seal record");
+    let fields: Vec<&str> = text.split(' ').collect();
+    let [version, applied, _expiry, instance, scanned_at, secret, state] = fields[..] else {
+        return Err(bad());
+    };
+    if version != "v1" || secret.len() != 2 * SEAL_SECRET_LEN || !secret.is_ascii() {
+        return Err(bad());
+    }
+    let mut bytes = [0u8; SEAL_SECRET_LEN];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&secret[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(SealRecord::new(
+        SealSecret::from_bytes(bytes),
+        InstanceId(instance.parse().map_err(|_| bad())?),
+        state.to_owned(),
+        position(applied, "a seal record's position")?,
+        match scanned_at {
+            "-" => None,
+            at => Some(position(at, "a seal record's scan position")?),
+        },
+    ))
+}
+
 fn random_u64() -> u64 {
     getrandom::u64()
         .unwrap_or_else(|_| ahash::RandomState::new().hash_one(std::time::SystemTime::now()))
@@ -1016,42 +1173,66 @@ impl Coordinator for RedisCoordinator {
         previous: Option<MemberId>,
         lease: Duration,
     ) -> Result<Registration, RedisCoordinatorError> {
-        let keys = self.keys();
-        let member = MemberId(random_u64());
-        let mut invocation = self.shared.scripts.register.prepare_invoke();
-        invocation
-            .key(&keys.members)
-            .key(&keys.renewals)
-            .key(&keys.acked)
-            .key(&keys.inflight)
-            .key(&keys.epoch)
-            .key(&keys.hold)
-            .key(&keys.log)
-            .key(&keys.trimmed)
-            .key(keys.lease(member));
-        if let Some(previous) = previous {
-            invocation.key(keys.lease(previous));
-        }
-        invocation
-            .arg(member.0)
-            .arg(instance.0)
-            .arg(millis(lease, 1))
-            .arg(previous.map(|p| p.0.to_string()).unwrap_or_default())
-            .arg(format!("{:016x}", random_u64()))
-            .arg(millis(self.shared.hold, 0));
-        let (top, in_flight, kept, state, fresh): (String, Vec<Vec<u8>>, i64, String, i64) =
-            invocation
-                .invoke_async(&mut self.connection())
-                .await
-                .map_err(command("register"))?;
-        Ok(Registration {
-            member,
-            top: position(&top, "the log's last-generated-id")?,
-            in_flight,
-            previous_kept: kept == 1,
-            state,
-            fresh_state: fresh == 1,
-        })
+        self.register_with(instance, previous, None, lease)
+            .await
+            .map(|(registration, _)| registration)
+    }
+
+    async fn register_sealed(
+        &self,
+        instance: InstanceId,
+        seal: u64,
+        lease: Duration,
+    ) -> Result<(Registration, Option<SealRecord>), RedisCoordinatorError> {
+        let (registration, record) = self.register_with(instance, None, Some(seal), lease).await?;
+        let record = match record {
+            Some(text) => Some(seal_record(&text)?),
+            None => None,
+        };
+        Ok((registration, record))
+    }
+
+    async fn put_seal(
+        &self,
+        record: &SealRecord,
+        hold: Duration,
+    ) -> Result<(), RedisCoordinatorError> {
+        let scanned_at = record
+            .scanned_at
+            .map_or_else(|| String::from("-"), |p| p.to_string());
+        let rest = format!(
+            "{} {} {} {}",
+            record.instance.0,
+            scanned_at,
+            hex(record.secret.as_bytes()),
+            record.state
+        );
+        let _: i64 = self
+            .shared
+            .scripts
+            .put_seal
+            .key(&self.keys().seals)
+            .arg(record.secret.id())
+            .arg(record.applied.to_string())
+            .arg(millis(hold, 1))
+            .arg(rest)
+            .invoke_async(&mut self.connection())
+            .await
+            .map_err(command("hold a seal"))?;
+        Ok(())
+    }
+
+    async fn peek_seal(&self, seal: u64) -> Result<Option<SealRecord>, RedisCoordinatorError> {
+        let text: Option<String> = self
+            .shared
+            .scripts
+            .peek_seal
+            .key(&self.keys().seals)
+            .arg(seal)
+            .invoke_async(&mut self.connection())
+            .await
+            .map_err(command("read a seal"))?;
+        text.as_deref().map(seal_record).transpose()
     }
 
     async fn renew(
@@ -1311,6 +1492,7 @@ impl Coordinator for RedisCoordinator {
             .key(&keys.acked)
             .key(&keys.log)
             .key(&keys.trimmed)
+            .key(&keys.seals)
             .invoke_async(&mut self.connection())
             .await
             .map_err(command("trim the log"))?;
@@ -1334,6 +1516,7 @@ mod tests {
             trimmed: String::new(),
             epoch: String::new(),
             hold: String::new(),
+            seals: String::new(),
             lease: String::new(),
         }
     }

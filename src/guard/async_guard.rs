@@ -181,43 +181,65 @@ impl<St: AsyncStore + 'static> AsyncCacheGuard<St, RandomState> {
         store: St,
         fallback: impl FnOnce() -> CuckooFilter,
     ) -> (Self, Restart) {
+        let (guard, restart, _) = Self::restore_with(path, store, fallback, |store, tag| async move {
+            let seal = if St::SEALS {
+                Some(store.read_seal().await)
+            } else {
+                None
+            };
+            let trusted = restart::trust(seal, tag).map(|secret| (secret, ()));
+            (store, trusted)
+        })
+        .await;
+        (guard, restart)
+    }
+
+    /// [`restore`](Self::restore) with the seal's secret found by `trust` from the file's seal
+    /// id (it hands the store back), with what else it read, which comes back only if the
+    /// file was trusted.
+    pub(crate) async fn restore_with<T, F, Fut>(
+        path: impl AsRef<Path>,
+        store: St,
+        fallback: impl FnOnce() -> CuckooFilter,
+        trust: F,
+    ) -> (Self, Restart, Option<T>)
+    where
+        F: FnOnce(St, u64) -> Fut,
+        Fut: std::future::Future<Output = (St, Result<(super::SealSecret, T), Restart>)>,
+    {
         let path = path.as_ref().to_owned();
         let opened = blocking(
             move || restart::open(&path),
             || Err(Restart::Unreadable(shut_down())),
         );
-        let restart = match opened.await {
+        let (store, restart) = match opened.await {
             Ok(file) => {
-                let seal = if St::SEALS {
-                    Some(store.read_seal().await)
-                } else {
-                    None
-                };
-                match restart::trust(seal, &file) {
-                    Ok(secret) => {
-                        blocking(
-                            move || restart::load(file, &secret),
-                            || Err(Restart::Unreadable(shut_down())),
-                        )
-                        .await
-                    }
-                    Err(restart) => Err(restart),
-                }
+                let (store, trusted) = trust(store, file.seal_id()).await;
+                (store, trusted.map(|trusted| (file, trusted)))
             }
+            Err(restart) => (store, Err(restart)),
+        };
+        let restart = match restart {
+            Ok((file, (secret, found))) => blocking(
+                move || restart::load(file, &secret),
+                || Err(Restart::Unreadable(shut_down())),
+            )
+            .await
+            .map(|(filter, restart)| (filter, restart, found)),
             Err(restart) => Err(restart),
         };
-        let (guard, restart) = match restart {
-            Ok((filter, restart)) => {
+        let (guard, restart, found) = match restart {
+            Ok((filter, restart, found)) => {
                 // Warm already: `warm_up` returns at once instead of loading the keys twice.
                 let guard =
                     Self::build(filter, store, RebuildPolicy::default(), WarmUp::finished());
                 guard.core().finish_warm_up();
-                (guard, restart)
+                (guard, restart, Some(found))
             }
-            Err(restart) => (AsyncCacheGuard::new(fallback(), store), restart),
+            Err(restart) => (AsyncCacheGuard::new(fallback(), store), restart, None),
         };
         guard.core().set_restart(restart.to_string());
-        (guard, restart)
+        (guard, restart, found)
     }
 }
 
@@ -230,6 +252,15 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
     pub(crate) fn downgrade(&self) -> WeakGuard<St, H> {
         WeakGuard(Arc::downgrade(&self.inner))
+    }
+
+    /// Whether the guard's fleet hooks are the object at `link`.
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+    pub(crate) fn fleet_is(&self, link: *const ()) -> bool {
+        self.inner
+            .fleet
+            .get()
+            .is_some_and(|installed| std::ptr::eq(Arc::as_ptr(installed).cast::<()>(), link))
     }
 
     /// Installs the guard's fleet hooks; `false` if it is in a fleet already.
@@ -885,6 +916,55 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
         )
         .await
         .map_err(GuardError::Store)?
+        .map_err(GuardError::Snapshot)?;
+        Ok(Sealed { seal, written })
+    }
+
+    /// [`seal`](Self::seal) with the seal kept elsewhere than in the store ([seal.S2] runs
+    /// `write_seal` with the new secret and the current generation's scan position,
+    /// [fleet.F5]); for any store.
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+    pub(crate) async fn seal_with<F, Fut>(
+        &self,
+        path: impl AsRef<Path>,
+        write_seal: F,
+    ) -> Result<Sealed, GuardError<St::Error>>
+    where
+        St: 'static,
+        F: FnOnce(super::SealSecret, Option<super::Position>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), GuardError<St::Error>>>,
+    {
+        let turn = self.core().begin_seal::<St::Error>()?;
+        let secret = Arc::new(new_seal_secret().map_err(GuardError::Snapshot)?);
+        let seal = secret.id();
+        let path = path.as_ref().to_owned();
+        let core = self.core();
+        let mut write_seal = Some(write_seal);
+        let written = seal_async(
+            turn,
+            // Under the claim: the current generation stays current until the file is written.
+            || {
+                let write = write_seal.take();
+                let secret = (*secret).clone();
+                async move {
+                    match write {
+                        Some(write) => write(secret, core.current_scanned_at()).await,
+                        None => Ok(()),
+                    }
+                }
+            },
+            gate_pause,
+            |file| {
+                let secret = Arc::clone(&secret);
+                blocking(
+                    move || {
+                        file.write(|filter| snapshot::write_file(filter, &path, Some(&*secret)))
+                    },
+                    || Err(shut_down()),
+                )
+            },
+        )
+        .await?
         .map_err(GuardError::Snapshot)?;
         Ok(Sealed { seal, written })
     }

@@ -463,6 +463,8 @@ pub(crate) struct Broken {
     pub(crate) apply_skips_next: bool,
     /// [fleet.F5]: an announced delete removes a copy whenever it began.
     pub(crate) delete_ignores_scan: bool,
+    /// [fleet.F7]: a create checks the sealed flag before it enters the gate.
+    pub(crate) sealed_checked_before_gate: bool,
 }
 
 impl<H> GuardCore<H> {
@@ -615,6 +617,10 @@ impl<H: BuildHasher> GuardCore<H> {
     ) -> Result<PutTicket<'_, H>, GuardError<E>> {
         let orphan = key.to_orphan();
         #[cfg(cuckoo_loom)]
+        if self.broken.sealed_checked_before_gate && self.fleet_sealed() {
+            return Err(GuardError::Fleet(FleetError::Sealed));
+        }
+        #[cfg(cuckoo_loom)]
         let early_pin = pin();
         #[cfg(cuckoo_loom)]
         let early = self
@@ -689,6 +695,15 @@ impl<H: BuildHasher> GuardCore<H> {
             return Err(insert_failure(error));
         }
         ticket.ended = false;
+        #[cfg(cuckoo_loom)]
+        let check = !self.broken.sealed_checked_before_gate;
+        #[cfg(not(cuckoo_loom))]
+        let check = true;
+        // [fleet.F7]: after the inserts, inside the gate.
+        if check && self.fleet_sealed() {
+            self.cancel_put(ticket);
+            return Err(GuardError::Fleet(FleetError::Sealed));
+        }
         Ok(ticket)
     }
 
@@ -891,7 +906,7 @@ impl<H: BuildHasher> GuardCore<H> {
     }
 
     /// Records how a restored guard started.
-    pub(super) fn set_restart(&self, how: String) {
+    pub(crate) fn set_restart(&self, how: String) {
         *self.restart.lock().unwrap_or_else(PoisonError::into_inner) = Some(how);
     }
 

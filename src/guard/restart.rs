@@ -143,8 +143,13 @@ pub enum Restart {
         /// The seal id in the file's header (0 if the file was not sealed).
         file: u64,
     },
-    /// The seal could not be read from the store.
+    /// The seal could not be read from the store (or, for a fleet member, the coordinator).
     SealUnreadable(String),
+    /// A fleet member's file ([`Fleet::restore`](crate::fleet::Fleet::restore)): the
+    /// coordinator holds no record of its seal, or the fleet's log no longer covers the
+    /// position the file was sealed at (trimmed past it, a new coordinator state). Why is
+    /// said. A file trusted but not covered is replaced by a rebuild from the store.
+    NotCovered(String),
 }
 
 impl Restart {
@@ -186,6 +191,10 @@ impl fmt::Display for Restart {
                 "warming up: the store's seal {store:#018x} names another snapshot than the file's {file:#018x}"
             ),
             Restart::SealUnreadable(e) => write!(f, "warming up: the seal could not be read: {e}"),
+            Restart::NotCovered(why) => write!(
+                f,
+                "not trusted: the fleet's log does not cover the snapshot: {why}"
+            ),
         }
     }
 }
@@ -302,12 +311,12 @@ pub(super) fn open(path: &Path) -> Result<SealedFile, Restart> {
     SealedFile::new(file).map_err(Restart::Unreadable)
 }
 
-/// The store's seal secret (`None` if the store keeps none) if it is the seal `file` names.
+/// The store's seal secret (`None` if the store keeps none) if it is the seal `tag` (a file's
+/// header) names.
 pub(super) fn trust<E: fmt::Display>(
     seal: Option<Result<Option<SealSecret>, E>>,
-    file: &SealedFile,
+    tag: u64,
 ) -> Result<SealSecret, Restart> {
-    let tag = file.seal_id();
     match seal {
         None => Err(Restart::StoreKeepsNoSeal),
         Some(Err(e)) => Err(Restart::SealUnreadable(e.to_string())),

@@ -172,7 +172,7 @@ where
     ) -> (Self, Restart) {
         let restart = restart::open(path.as_ref()).and_then(|file| {
             let seal = St::SEALS.then(|| store.read_seal());
-            let secret = restart::trust(seal, &file)?;
+            let secret = restart::trust(seal, file.seal_id())?;
             restart::load(file, &secret)
         });
         let (guard, restart) = match restart {

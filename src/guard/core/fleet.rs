@@ -25,6 +25,13 @@
 //!   the delete carries the position its writer had applied before its store delete, and the
 //!   generation carries the log's top noted after its scan ended ([`Generation::scanned_at`]);
 //!   the delete's position must be past it. Every other filter keeps a stale copy, counted.
+//! - **[fleet.F7] A sealed member** ([`crate::fleet`]'s [fleet.M8]) refuses its guard's
+//!   creates: the seal stores the flag (`SeqCst`) before it takes the rebuild claim; a create
+//!   loads it (`SeqCst`) after its filter inserts, inside the writer gate, and if set removes
+//!   its copies and is refused before any store write or announcement. A create that entered
+//!   the gate before the seal's drain flipped it is waited for by the drain, so its insert (or
+//!   its removal) is in the file; one that entered after loads the flag as set. So every
+//!   create that went on to announce and write has its copy in the sealed file.
 //! - **[fleet.F6] A rebuild in a fleet**, after it published its next filter, reads the keys
 //!   of every create the coordinator lists as in flight (announced, store write not known to
 //!   have ended) and inserts them before its scan; it notes the log's top after its scan,
@@ -57,7 +64,7 @@
 
 use super::{Admission, Generation, GuardCore};
 use crate::sharded::bump;
-use crate::sync::{pin, AtomicU64, Ordering};
+use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
 use crate::InsertError;
 use std::hash::{BuildHasher, Hash};
 
@@ -167,8 +174,11 @@ pub enum FleetError {
     /// The fleet's settings are inconsistent.
     Config(String),
     /// The guard is not warm (a rebuild or a join needs its warm-up first, or the join runs
-    /// one).
+    /// one), or its member cannot seal (it is not caught up).
     Guard(String),
+    /// The guard's member was sealed ([`Fleet::seal`](crate::fleet::Fleet::seal)): creates
+    /// through the guard are refused; the store was not changed.
+    Sealed,
 }
 
 impl std::fmt::Display for FleetError {
@@ -181,7 +191,11 @@ impl std::fmt::Display for FleetError {
                  the store was not changed"
             ),
             FleetError::Config(why) => write!(f, "invalid fleet settings: {why}"),
-            FleetError::Guard(why) => write!(f, "the guard could not join its fleet: {why}"),
+            FleetError::Guard(why) => write!(f, "the guard cannot do this in its fleet: {why}"),
+            FleetError::Sealed => write!(
+                f,
+                "the guard's fleet member was sealed: creates are refused; the store was not changed"
+            ),
         }
     }
 }
@@ -201,6 +215,8 @@ pub(crate) struct FleetState {
     word: AtomicU64,
     /// The lease deadline on the fleet clock, in milliseconds.
     deadline: AtomicU64,
+    /// [fleet.F7]: the member was sealed; the guard's creates are refused.
+    sealed: AtomicBool,
     /// The models' clock, moved by their actors.
     #[cfg(cuckoo_loom)]
     pub(crate) now: AtomicU64,
@@ -211,6 +227,7 @@ impl FleetState {
         FleetState {
             word: AtomicU64::new(ALONE),
             deadline: AtomicU64::new(0),
+            sealed: AtomicBool::new(false),
             #[cfg(cuckoo_loom)]
             now: AtomicU64::new(0),
         }
@@ -265,6 +282,21 @@ impl<H> GuardCore<H> {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
                 Some(((word | MEMBER) & !SERVING) + STEP)
             });
+    }
+
+    /// [fleet.F7]: refuses the guard's creates from now on; called before the seal's claim.
+    pub(crate) fn fleet_seal(&self) {
+        // ORDERING: SeqCst; [fleet.F7]: before the seal's drain flips the gate, so a create
+        // that enters the gate after the flip loads `true`.
+        self.fleet.sealed.store(true, Ordering::SeqCst);
+    }
+
+    /// [fleet.F7]: whether the member was sealed; a create checks it after its filter
+    /// inserts, inside the writer gate.
+    pub(crate) fn fleet_sealed(&self) -> bool {
+        // ORDERING: SeqCst; [fleet.F7]: after the gate entry, so either the seal's drain
+        // waits for this create or this load follows the seal's store.
+        self.fleet.sealed.load(Ordering::SeqCst)
     }
 
     /// [fleet.F2]: stops answering "absent".
@@ -430,6 +462,22 @@ impl<H: BuildHasher> GuardCore<H> {
         if filters.current.id == 0 {
             filters.current.note_scanned_at(top);
         }
+    }
+}
+
+impl<H> GuardCore<H> {
+    /// [fleet.F5] The current generation's scan position, if noted.
+    pub(crate) fn current_scanned_at(&self) -> Option<Position> {
+        let pin = pin();
+        // ORDERING: Acquire; which generation is current (a seal reads it under the rebuild
+        // claim, so it stays current).
+        let filters = self.filters.load(Ordering::Acquire, &pin);
+        let scanned_at = *filters
+            .current
+            .scanned_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        scanned_at
     }
 }
 

@@ -1,6 +1,7 @@
-//! Loom models of a guard's side of a fleet ([fleet.F1]-[fleet.F6] in the core's `fleet`
+//! Loom models of a guard's side of a fleet ([fleet.F1]-[fleet.F7] in the core's `fleet`
 //! module): a lookup against a member that lapsed and rejoined, a create another member
-//! announced racing a rebuild, and a delete another member announced racing a rebuild.
+//! announced racing a rebuild, a delete another member announced racing a rebuild, and a
+//! create of the member's own guard racing the member's seal.
 //!
 //! Every actor is a spawned thread; the main thread only sets up, joins and asserts. The
 //! core, `K`, `J` and the store are those of the rebuild models (`loom_tests`). The
@@ -13,9 +14,9 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 use super::loom_rebuild_tests::{bounded, explore_at};
-use super::loom_tests::{core, Core, J, K};
-use super::{Admission, Broken, Position};
-use crate::guard::RebuildReason;
+use super::loom_tests::{core, seal, Core, Driver, J, K};
+use super::{Admission, Broken, FleetError, Position};
+use crate::guard::{GuardError, RebuildReason, Written};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::table::loom_tests::explore;
 
@@ -342,5 +343,63 @@ fn loom_fleet_acknowledged_create_is_present() {
 fn loom_fleet_control_an_acknowledgement_before_the_apply() {
     loom::model(|| {
         acknowledged_create(true);
+    });
+}
+
+/// [fleet.F7]: a create through a member's guard races the member's seal ([fleet.M8]): the
+/// create is refused, or its copy is in the sealed file (the restored member skips the
+/// entry it announced). Returns whether the create went through though the seal had begun
+/// before it ended (the drain must then wait for it).
+fn create_racing_a_fleet_seal(broken: Broken) -> bool {
+    let core = member(broken, &[], 1_000);
+    let sealing = flag();
+    let creator = {
+        let (core, sealing) = (Arc::clone(&core), Arc::clone(&sealing));
+        thread::spawn(move || match core.begin_put::<_, ()>(&K) {
+            Ok(ticket) => {
+                // ORDERING: SeqCst; census only, orders nothing the model asserts.
+                let during = sealing.load(Ordering::SeqCst);
+                core.end_put(ticket, &Ok::<_, ()>(Written::Created), |_| true);
+                Some(during)
+            }
+            Err(GuardError::Fleet(FleetError::Sealed)) => None,
+            Err(other) => panic!("a create failed otherwise: {other}"),
+        })
+    };
+    let sealer = {
+        let core = Arc::clone(&core);
+        thread::spawn(move || {
+            core.fleet_seal();
+            // ORDERING: SeqCst; census only.
+            sealing.store(true, Ordering::SeqCst);
+            seal(&core, Driver::Async, || {}, |filter| filter.contains(&K))
+        })
+    };
+    let created = creator.join().unwrap();
+    let in_file = sealer.join().unwrap();
+    if created.is_some() {
+        assert!(
+            in_file,
+            "false negative: a create the sealed member let through is missing from its file"
+        );
+    }
+    created == Some(true)
+}
+
+#[test]
+fn loom_fleet_a_create_racing_a_seal_is_refused_or_in_the_file() {
+    explore("a create that went through while the seal ran", |census| {
+        census.saw(create_racing_a_fleet_seal(Broken::default()));
+    });
+}
+
+#[test]
+#[should_panic(expected = "missing from its file")]
+fn loom_fleet_control_sealed_checked_before_gate() {
+    loom::model(|| {
+        create_racing_a_fleet_seal(Broken {
+            sealed_checked_before_gate: true,
+            ..Broken::default()
+        });
     });
 }

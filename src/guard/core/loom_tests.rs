@@ -570,7 +570,7 @@ fn loom_rebuild_control_flip_unfenced() {
 /// How a model's sealer drives the seal: as the sync guard does ([`super::seal_blocking`]) or
 /// as the async guard does ([`super::seal_async`], its future polled on the sealer's thread).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Driver {
+pub(super) enum Driver {
     Sync,
     Async,
 }
@@ -615,7 +615,7 @@ fn pause() -> impl Future<Output = ()> {
 
 /// Seals `core` as `driver` does: `write_seal` is the store's seal write, `snapshot` the file
 /// write (it reads the filter it is handed).
-fn seal<T>(
+pub(super) fn seal<T>(
     core: &Core,
     driver: Driver,
     write_seal: impl Fn(),
