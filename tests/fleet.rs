@@ -488,8 +488,7 @@ async fn acked_past(coordinator: &RedisCoordinator, fleet: &Member, position: Po
 /// [fleet.M8]: a member sealed at shutdown restarts from its file and catches up from the log
 /// without scanning the store: rows created and deleted through the other member meanwhile
 /// are right, a trim while it was down stopped at the sealed position, the sealed guard
-/// refuses creates, and the sealed instance's own later entries are skipped (their effects
-/// are in the file, or would be: a delete made after the seal leaves its copy).
+/// refuses creates and announces no delete (a delete made after the seal leaves copies).
 #[test]
 fn a_sealed_member_restarts_from_the_log() {
     let Some((pg, redis)) = servers() else { return };
@@ -498,23 +497,29 @@ fn a_sealed_member_restarts_from_the_log() {
         let path = dir.path().join("a.cgsnap");
         let (name, table, mut members) = fleet_of(2, &pg, &redis).await;
         let (b, fleet_b) = members.pop().unwrap();
-        let (a, fleet_a) = members.pop().unwrap();
+        let (a, mut fleet_a) = members.pop().unwrap();
         for key in 0..100i64 {
             a.put(&key, &format!("a {key}")).await.unwrap();
             b.put(&(1_000 + key), &format!("b {key}")).await.unwrap();
         }
+        // A delete announced just before the seal: the sealed position covers it, so no
+        // restart applies it to a filter that already lost the copy.
+        assert!(a.delete(&99).await.unwrap());
+        let top = coordinator(&redis, &name).await.top().await.unwrap();
         let sealed = fleet_a.seal(&a, &path).await.unwrap();
-        assert!(sealed.written.items >= 200, "{sealed:?}");
+        assert!(sealed.applied >= top, "{sealed:?} below {top}");
+        assert!(sealed.written.items >= 199, "{sealed:?}");
         // The sealed guard refuses creates and leaves the store alone.
         match a.put(&5_000, &String::from("late")).await {
             Err(GuardError::Fleet(FleetError::Sealed)) => {}
             other => panic!("a create through a sealed guard: {other:?}"),
         }
         assert_eq!(b.get(&5_000).await.unwrap(), None);
-        // A delete through the sealed guard is announced by the sealed instance: the restored
-        // member skips it and keeps its copy (a false positive), as it would a delete whose
-        // copy the file lacks.
+        // A delete through the sealed guard is not announced (the seal's position covers every
+        // delete the member announced): every member keeps its copy, a false positive.
+        let announced = fleet_a.stats().deletes_announced;
         assert!(a.delete(&7).await.unwrap());
+        assert_eq!(fleet_a.stats().deletes_announced, announced);
         drop(a);
         // While A is down: creates and deletes through B, and a trim.
         for key in 0..200i64 {
@@ -541,16 +546,16 @@ fn a_sealed_member_restarts_from_the_log() {
         .unwrap();
         assert!(restart.is_trusted(), "{restart}");
         until("the restored member serves", || fleet_a.stats().serving).await;
-        for key in (0..100).chain(1_000..1_100).chain(2_050..2_200) {
+        for key in (0..99).chain(1_000..1_100).chain(2_050..2_200) {
             assert_ne!(a.admit(&key), Admission::Blocked, "key {key}");
         }
         let stats = fleet_a.stats();
         assert_eq!(stats.rebuilds_asked, 0, "{stats:?}");
         assert_eq!(a.stats().rebuilds, 0);
-        // B's 200 creates and 50 deletes after the seal; the sealed instance's delete skipped.
+        // B's 200 creates and 50 deletes after the seal, nothing of the sealed instance's.
         assert_eq!(stats.entries_applied, 250, "{stats:?}");
         assert_eq!(a.stats().fleet_deletes_applied, 50);
-        assert_ne!(a.admit(&7), Admission::Blocked, "the skipped delete's copy stays");
+        assert_ne!(a.admit(&7), Admission::Blocked, "the unannounced delete's copy stays");
         until("the restored member blocks an absent key", || {
             a.admit(&9_999) == Admission::Blocked
         })
@@ -576,7 +581,7 @@ fn a_sealed_file_the_log_no_longer_covers_is_rebuilt() {
         let copy = dir.path().join("copy.cgsnap");
         let (name, table, mut members) = fleet_of(2, &pg, &redis).await;
         let (b, fleet_b) = members.pop().unwrap();
-        let (c, fleet_c) = members.pop().unwrap();
+        let (c, mut fleet_c) = members.pop().unwrap();
         for key in 0..100i64 {
             c.put(&key, &format!("c {key}")).await.unwrap();
         }
@@ -649,5 +654,47 @@ fn a_sealed_file_the_log_no_longer_covers_is_rebuilt() {
         for fleet in [fleet_b, fleet_c, fleet_d] {
             fleet.leave().await;
         }
+    });
+}
+
+/// [fleet.M8]: a member whose registration is gone (expelled, so the log past its
+/// acknowledgement may have been trimmed) cannot seal: no record is held. A seal refused
+/// for a guard that is not the member's changes nothing.
+#[test]
+fn an_expelled_member_cannot_seal() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.cgsnap");
+        let (name, _, mut members) = fleet_of(2, &pg, &redis).await;
+        let (b, fleet_b) = members.pop().unwrap();
+        let (a, mut fleet_a) = members.pop().unwrap();
+        // A guard that is not the member's: refused, nothing changes.
+        assert!(fleet_a.seal(&b, &path).await.is_err());
+        assert!(fleet_a.stats().serving);
+        a.put(&1, &String::from("one")).await.unwrap();
+        let coordinator = coordinator(&redis, &name).await;
+        let member = fleet_a.member().expect("registered");
+        let mut connection = redis::Client::open(redis.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(format!("{}:lease:{}", coordinator.key_prefix(), member.0))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(coordinator.expel(member).await.unwrap());
+        assert!(fleet_a.seal(&a, &path).await.is_err());
+        let seals: i64 = redis::cmd("HLEN")
+            .arg(format!("{}:seals", coordinator.key_prefix()))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(seals, 0, "an expelled member's seal was held");
+        b.put(&2, &String::from("two")).await.unwrap();
+        assert_ne!(b.admit(&1), Admission::Blocked);
+        fleet_b.leave().await;
     });
 }

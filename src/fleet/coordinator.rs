@@ -227,14 +227,17 @@ pub trait Coordinator: Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<(Registration, Option<SealRecord>), Self::Error>> + Send;
 
-    /// Holds `record` under its seal's id for `hold`: meanwhile no trim removes an entry
-    /// past its `applied`, and [`peek_seal`](Self::peek_seal) and
-    /// [`register_sealed`](Self::register_sealed) find it.
+    /// Holds `record` under its seal's id for `hold`, in one atomic step with a check that
+    /// `member` is still registered and the coordinator's state is `record.state`
+    /// (`Ok(false)` and nothing held otherwise: the log past the member's acknowledgement may
+    /// have been trimmed). Meanwhile no trim removes an entry past `record.applied`, and
+    /// [`peek_seal`](Self::peek_seal) and [`register_sealed`](Self::register_sealed) find it.
     fn put_seal(
         &self,
+        member: MemberId,
         record: &SealRecord,
         hold: Duration,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
     /// The record held under the seal id `seal`, if its hold has not passed; it stays held.
     fn peek_seal(

@@ -31,7 +31,7 @@ use super::key::encoded;
 use super::{
     Coordinator, CreatePolicy, FleetConfig, FleetKey, InstanceId, MemberId, Op, SealRecord,
 };
-use crate::guard::fleet_link::{BoxFuture, CreateSlot, FleetLink};
+use crate::guard::fleet_link::{BoxFuture, CreateSlot, DeleteSlot, FleetLink};
 use crate::guard::{
     AsyncCacheGuard, AsyncStore, FleetError, GuardError, Position, Restart, Sealed,
 };
@@ -151,9 +151,27 @@ struct State {
     down_reported: bool,
     /// The coordinator state's id at the last registration.
     state_id: String,
-    /// The sealed instance this member restarted from: its entries' effects are in the
-    /// restored filter, so they are skipped like this member's own.
+    /// The sealed instance this member restarted from: its entries after the sealed
+    /// position are creates whose copies are in the restored filter, skipped like this
+    /// member's own.
     skip: Option<InstanceId>,
+    /// Sealing ([`Fleet::seal`]): deletes beginning now are not announced.
+    sealing: bool,
+    /// The guard's deletes between [`FleetLink::delete_begins`] and their end.
+    deletes_in_flight: usize,
+    /// The greatest position of a delete this member announced.
+    own_deletes_top: Position,
+}
+
+/// A guard's delete in flight ([`FleetLink::delete_begins`] to its end): counted while it
+/// lives, so a seal waits for its announcement.
+struct DeleteInFlight<C, K>(Arc<Shared<C, K>>);
+
+impl<C, K> Drop for DeleteInFlight<C, K> {
+    fn drop(&mut self) {
+        let mut state = self.0.state();
+        state.deletes_in_flight = state.deletes_in_flight.saturating_sub(1);
+    }
 }
 
 /// What a member shares between its tasks and its guard's hooks.
@@ -176,6 +194,8 @@ struct Shared<C, K> {
     /// When the applier last finished a turn (fleet ms): the keeper renews only while it is
     /// recent, so a member whose applier died lets its lease lapse.
     applier_beat: AtomicU64,
+    /// This, for the guard's deletes to hold while in flight.
+    this: std::sync::Weak<Shared<C, K>>,
     _key: PhantomData<fn(K) -> K>,
 }
 
@@ -366,29 +386,55 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
         })
     }
 
-    fn delete_begins(&self) -> Position {
-        let state = self.state();
-        if state.unannounced.is_empty() {
+    fn delete_begins(&self) -> DeleteSlot {
+        let mut state = self.state();
+        if state.sealing {
+            // [fleet.M8]: the seal's position must cover every delete this member announced;
+            // other members keep a stale copy of this one (a false positive).
+            return DeleteSlot {
+                after: None,
+                _in_flight: None,
+            };
+        }
+        let after = if state.unannounced.is_empty() {
             state.applied
         } else {
             // A create written without an announcement may not be in other members'
             // filters: no member removes a copy for this delete ([fleet.F5]).
             Position::ZERO
+        };
+        state.deletes_in_flight += 1;
+        let in_flight = self
+            .this
+            .upgrade()
+            .map(|shared| Box::new(DeleteInFlight(shared)) as Box<dyn Send + Sync>);
+        DeleteSlot {
+            after: Some(after),
+            _in_flight: in_flight,
         }
     }
 
-    fn after_delete<'a>(&'a self, key: &'a K, after: Position) -> BoxFuture<'a, ()> {
+    fn after_delete<'a>(&'a self, key: &'a K, slot: DeleteSlot) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            let Some(after) = slot.after else {
+                return;
+            };
             self.call();
             match self
                 .coordinator
                 .announce_delete(self.instance, &encoded(key), after)
                 .await
             {
-                Ok(_) => add(&self.counters.deletes_announced, 1),
+                Ok(position) => {
+                    add(&self.counters.deletes_announced, 1);
+                    let mut state = self.state();
+                    state.own_deletes_top = state.own_deletes_top.max(position);
+                }
                 // Other members keep a stale copy: a false positive.
                 Err(error) => self.coordinator_failed("announcing a delete", &error),
             }
+            // The delete ends (no longer in flight) when `slot` drops, after this.
+            drop(slot);
         })
     }
 
@@ -446,7 +492,32 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
 /// ```
 pub struct Fleet<C: Coordinator, K> {
     shared: Arc<Shared<C, K>>,
-    tasks: Vec<JoinHandle<()>>,
+    /// The applier, the keeper and the sentinel.
+    tasks: Tasks,
+    /// The renewer, stopped last by a seal.
+    renewer: Tasks,
+}
+
+/// Tasks aborted when dropped.
+#[derive(Default)]
+struct Tasks(Vec<JoinHandle<()>>);
+
+impl Tasks {
+    /// Aborts the tasks and waits until each has stopped.
+    async fn stop(&mut self) {
+        for task in self.0.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 impl<C: Coordinator, K> fmt::Debug for Fleet<C, K> {
@@ -455,14 +526,6 @@ impl<C: Coordinator, K> fmt::Debug for Fleet<C, K> {
             .field("name", &self.shared.config.name())
             .field("instance", &self.shared.instance)
             .finish_non_exhaustive()
-    }
-}
-
-impl<C: Coordinator, K> Drop for Fleet<C, K> {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
     }
 }
 
@@ -517,7 +580,8 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         // Weak: the guard holds these hooks.
         let clock_guard = guard.downgrade();
         let stop_guard = guard.downgrade();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|this| Shared {
+            this: this.clone(),
             coordinator,
             config,
             instance,
@@ -536,6 +600,9 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 down_reported: false,
                 state_id: String::new(),
                 skip: None,
+                sealing: false,
+                deletes_in_flight: 0,
+                own_deletes_top: Position::ZERO,
             }),
             acks: Mutex::new(HashMap::new()),
             acked: Notify::new(),
@@ -651,12 +718,12 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             }
         }
         let fleet = Fleet {
-            tasks: vec![
+            tasks: Tasks(vec![
                 tokio::spawn(applier(guard.clone(), Arc::clone(&shared))),
                 tokio::spawn(keeper(guard.clone(), Arc::clone(&shared))),
-                tokio::spawn(renewer(guard.clone(), Arc::clone(&shared))),
                 tokio::spawn(sentinel(guard.clone(), Arc::clone(&shared))),
-            ],
+            ]),
+            renewer: Tasks(vec![tokio::spawn(renewer(guard.clone(), Arc::clone(&shared)))]),
             shared,
         };
         if warming {
@@ -750,26 +817,32 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
     }
 
     /// Seals the member for a restart and leaves the fleet ([fleet.M8]): refuses the guard's
-    /// creates from now on ([`FleetError::Sealed`]), stops applying the log at a position
-    /// `P`, fails open, waits for the creates in flight through the guard, records the seal
-    /// in the coordinator (its secret, `P`, this instance) and holds the log at `P` for
-    /// [`FleetConfig::seal_hold`], leaves, and writes the filter's snapshot to `path`, with a
-    /// MAC keyed by the seal's secret. [`Fleet::restore`] starts from it. The guard's store
-    /// keeps no seal of it; any store will do.
+    /// creates from now on ([`FleetError::Sealed`]) and stops announcing its deletes (other
+    /// members keep their copies: false positives), waits for the deletes it announces, then
+    /// under the guard's rebuild claim waits until the member applied the log past its own
+    /// deletes, stops applying at that position `P`, records the seal in the coordinator
+    /// (a fresh secret, `P`, this instance), which holds the log at `P` for
+    /// [`FleetConfig::seal_hold`], leaves, waits for the guard's creates in flight, and
+    /// writes the filter's snapshot to `path` with a MAC keyed by the seal's secret.
+    /// [`Fleet::restore`] starts from it. The store keeps no seal of it; any store will do.
     ///
-    /// The member has left the fleet when this returns, whatever the outcome.
+    /// A seal refused before it began (`guard` is not this member's, or the member is not
+    /// caught up) changes nothing. Once it began, the member has left the fleet when this
+    /// returns, whatever the outcome, and the guard refuses creates.
     ///
     /// # Errors
     ///
     /// [`GuardError::Fleet`] if `guard` is not this member's, if the member is not caught up
-    /// (a warm-up or a rebuild it needs has not finished: its filter may lack entries up to
-    /// `P`), or if the coordinator failed; the snapshot's errors.
+    /// (a warm-up, a rejoin or a rebuild it needs has not finished: its filter may lack
+    /// entries), if its deletes or its applier did not finish within
+    /// [`FleetConfig::create_timeout`], or if the coordinator failed or no longer lists the
+    /// member; the snapshot's errors.
     ///
     /// # Examples
     ///
     /// See [`Fleet::restore`].
     pub async fn seal<St, H>(
-        mut self,
+        &mut self,
         guard: &AsyncCacheGuard<St, H>,
         path: impl AsRef<Path>,
     ) -> Result<FleetSealed, GuardError<St::Error>>
@@ -777,14 +850,15 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
         St: AsyncStore<Key = K> + 'static,
         H: BuildHasher + Clone + Send + Sync + 'static,
     {
-        // The applier stops between entries: every entry up to `applied` is applied, none
-        // after it (an entry applies under the state lock, with no await).
-        for task in self.tasks.drain(..) {
-            task.abort();
-            let _ = task.await;
-        }
         let shared = Arc::clone(&self.shared);
-        let result = seal_member(&shared, guard, path.as_ref()).await;
+        if !guard.fleet_is(Arc::as_ptr(&shared).cast()) {
+            return refused("the guard is not this fleet member's");
+        }
+        caught_up(&shared, guard)?;
+        let tasks = std::mem::take(&mut self.tasks);
+        let renewer = std::mem::take(&mut self.renewer);
+        let result = seal_member(&shared, guard, path.as_ref(), tasks, renewer).await;
+        // Left already unless the seal failed before its record.
         leave_registration(&shared).await;
         result
     }
@@ -861,10 +935,9 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
     /// # Examples
     ///
     /// See [`Fleet`].
-    pub async fn leave(mut self) {
-        for task in self.tasks.drain(..) {
-            task.abort();
-        }
+    pub async fn leave(self) {
+        drop(self.tasks);
+        drop(self.renewer);
         leave_registration(&self.shared).await;
     }
 }
@@ -908,11 +981,55 @@ async fn leave_registration<C: Coordinator, K: FleetKey + Send + Sync + 'static>
     }
 }
 
-/// [fleet.M8]: the steps of [`Fleet::seal`] after the member's tasks stopped.
+/// A seal refused before it began.
+fn refused<T, E>(why: &str) -> Result<T, GuardError<E>> {
+    Err(GuardError::Fleet(FleetError::Guard(why.to_owned())))
+}
+
+/// [fleet.M8]: whether the member's filter holds every entry up to its applied position:
+/// warm, registered, no rejoin due (its registration may be gone, and with it the log past
+/// its acknowledgement), no rebuild asked for and not done.
+fn caught_up<St, H, C, K, E>(
+    shared: &Shared<C, K>,
+    guard: &AsyncCacheGuard<St, H>,
+) -> Result<(), GuardError<E>>
+where
+    St: AsyncStore,
+    H: BuildHasher + Sync,
+{
+    let state = shared.state();
+    if guard.is_warming()
+        || state.member.is_none()
+        || state.rejoin
+        || state.rebuild_running
+        || state.rebuilds_done < state.rebuilds_wanted
+    {
+        return refused(
+            "the member is not caught up (a warm-up, a rejoin or a rebuild has not finished)",
+        );
+    }
+    Ok(())
+}
+
+/// Waits until `done` holds, up to `limit`; whether it did.
+async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// [fleet.M8]: the steps of [`Fleet::seal`] after its checks.
 async fn seal_member<St, H, C, K>(
     shared: &Arc<Shared<C, K>>,
     guard: &AsyncCacheGuard<St, H>,
     path: &Path,
+    mut tasks: Tasks,
+    mut renewer: Tasks,
 ) -> Result<FleetSealed, GuardError<St::Error>>
 where
     St: AsyncStore<Key = K> + 'static,
@@ -920,42 +1037,62 @@ where
     C: Coordinator,
     K: FleetKey + Send + Sync + 'static,
 {
-    let refuse = |why: &str| Err(GuardError::Fleet(FleetError::Guard(why.to_owned())));
-    if !guard.fleet_is(Arc::as_ptr(shared).cast()) {
-        return refuse("the guard is not this fleet member's");
-    }
-    // [fleet.F7]: the guard's creates are refused from here on, before the seal's claim.
+    let limit = shared.config.create_timeout_value();
+    // [fleet.F7]: the guard's creates are refused from here on, before the seal's claim;
+    // deletes beginning now are not announced.
     guard.core().fleet_seal();
-    let (applied, state_id) = {
-        let state = shared.state();
-        if guard.is_warming() || state.rebuild_running || state.rebuilds_done < state.rebuilds_wanted
-        {
-            drop(state);
-            return refuse("the member is not caught up (a warm-up or a rebuild has not finished)");
-        }
-        (state.applied, state.state_id.clone())
-    };
-    (shared.stop)();
-    // Best effort: creates written while the coordinator was down reach the other members.
-    announce_unannounced(shared).await;
+    shared.state().sealing = true;
+    if !wait_until(limit, || shared.state().deletes_in_flight == 0).await {
+        return refused("the guard's deletes in flight did not end in time");
+    }
     let hold = shared.config.seal_hold_value();
     let sealed: Sealed = guard
         .seal_with(path, |secret, scanned_at| async move {
-            let record = SealRecord::new(secret, shared.instance, state_id, applied, scanned_at);
-            shared.call();
-            if let Err(error) = shared.coordinator.put_seal(&record, hold).await {
-                shared.coordinator_failed("recording a seal", &error);
-                return Err(GuardError::Fleet(FleetError::Coordinator(Box::new(error))));
+            // Under the claim: no rebuild runs. The applier applies past this member's own
+            // deletes, so none of them lies past the sealed position; then it stops between
+            // entries (an entry applies under the state lock, with no await).
+            let own = shared.state().own_deletes_top;
+            if !wait_until(limit, || shared.state().applied >= own).await {
+                return refused("the member did not apply its own deletes in time");
             }
-            // The record holds the log at `applied`: writers need not wait for this member
+            tasks.stop().await;
+            caught_up(shared, guard)?;
+            (shared.stop)();
+            announce_unannounced(shared).await;
+            let (member, state_id, position) = {
+                let state = shared.state();
+                (state.member, state.state_id.clone(), state.applied)
+            };
+            let Some(member) = member else {
+                return refused("the member is not registered");
+            };
+            let record = SealRecord::new(secret, shared.instance, state_id, position, scanned_at);
+            shared.call();
+            match shared.coordinator.put_seal(member, &record, hold).await {
+                // Still registered, in the same state: nothing past its acknowledgement was
+                // trimmed, and it applied every entry up to `position`.
+                Ok(true) => {}
+                Ok(false) => {
+                    return refused("the coordinator no longer lists the member, or its state changed")
+                }
+                Err(error) => {
+                    shared.coordinator_failed("recording a seal", &error);
+                    return Err(GuardError::Fleet(FleetError::Coordinator(Box::new(error))));
+                }
+            }
+            // The record holds the log at `position`: writers need not wait for this member
             // while the file is written.
             leave_registration(shared).await;
+            renewer.stop().await;
             Ok(())
         })
         .await?;
+    // Creates that raced the seal while the coordinator was down: announced if it is back.
+    announce_unannounced(shared).await;
     Ok(FleetSealed {
         seal: sealed.seal,
-        applied,
+        // The applier stopped at the recorded position.
+        applied: shared.state().applied,
         written: sealed.written,
     })
 }
@@ -1277,6 +1414,7 @@ where
     let mut state = shared.state();
     // Still not serving: [fleet.F2] happened when the rejoin was asked for.
     state.member = Some(registration.member);
+    state.state_id = registration.state.clone();
     state.rejoin = false;
     state.epoch += 1;
     state.down_reported = false;
@@ -1412,22 +1550,26 @@ where
 async fn announce_unannounced<C: Coordinator, K: FleetKey + Send + Sync + 'static>(
     shared: &Arc<Shared<C, K>>,
 ) {
-    let keys = std::mem::take(&mut shared.state().unannounced);
-    for (i, bytes) in keys.iter().enumerate() {
+    // A key leaves the list only once announced: a task stopped meanwhile loses none.
+    let keys = shared.state().unannounced.clone();
+    for bytes in keys {
         shared.call();
         match shared
             .coordinator
-            .announce_create(shared.instance, bytes)
+            .announce_create(shared.instance, &bytes)
             .await
         {
             Ok(announced) => {
+                {
+                    let mut state = shared.state();
+                    if let Some(at) = state.unannounced.iter().position(|k| *k == bytes) {
+                        state.unannounced.remove(at);
+                    }
+                }
                 shared.call();
                 let _ = shared.coordinator.create_ended(announced.position).await;
             }
-            Err(_) => {
-                shared.state().unannounced.extend_from_slice(&keys[i..]);
-                return;
-            }
+            Err(_) => return,
         }
     }
 }

@@ -124,8 +124,12 @@ redis.call('HSET', KEYS[3], ARGV[1], acked)
 return {top, redis.call('HVALS', KEYS[4]), kept, redis.call('GET', KEYS[5]), fresh, sealed}
 ";
 
-/// `KEYS`: seals. `ARGV`: seal id, applied, hold ms, the record's rest.
+/// `KEYS`: seals, members, epoch. `ARGV`: seal id, applied, hold ms, the record's rest,
+/// member, state. Holds nothing unless the member is registered and the state is current.
 const PUT_SEAL: &str = r"
+if redis.call('HEXISTS', KEYS[2], ARGV[5]) == 0 or redis.call('GET', KEYS[3]) ~= ARGV[6] then
+  return 0
+end
 local expiry = now_ms() + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], ARGV[1], 'v1 ' .. ARGV[2] .. ' ' .. string.format('%d', expiry) .. ' ' .. ARGV[4])
 return 1
@@ -665,6 +669,8 @@ struct Shared {
 ///   so a member registering concurrently (whose position starts at the top) or handing over
 ///   a kept position is either counted or registered after the trim ([fleet.M6]). It records
 ///   the greatest position it removed in `p:trimmed`.
+/// - **put_seal** holds the record only if the member is still registered and the epoch is
+///   the record's, checked in the same step.
 /// - **register_sealed** is register that also takes the seal's record (removes it, so a
 ///   second restart from the same file finds none) and, if it is unexpired and its position
 ///   is not past the top, starts the member's acknowledged position there: no trim passes it
@@ -1194,9 +1200,10 @@ impl Coordinator for RedisCoordinator {
 
     async fn put_seal(
         &self,
+        member: MemberId,
         record: &SealRecord,
         hold: Duration,
-    ) -> Result<(), RedisCoordinatorError> {
+    ) -> Result<bool, RedisCoordinatorError> {
         let scanned_at = record
             .scanned_at
             .map_or_else(|| String::from("-"), |p| p.to_string());
@@ -1207,19 +1214,24 @@ impl Coordinator for RedisCoordinator {
             hex(record.secret.as_bytes()),
             record.state
         );
-        let _: i64 = self
+        let keys = self.keys();
+        let held: i64 = self
             .shared
             .scripts
             .put_seal
-            .key(&self.keys().seals)
+            .key(&keys.seals)
+            .key(&keys.members)
+            .key(&keys.epoch)
             .arg(record.secret.id())
             .arg(record.applied.to_string())
             .arg(millis(hold, 1))
             .arg(rest)
+            .arg(member.0)
+            .arg(&record.state)
             .invoke_async(&mut self.connection())
             .await
             .map_err(command("hold a seal"))?;
-        Ok(())
+        Ok(held == 1)
     }
 
     async fn peek_seal(&self, seal: u64) -> Result<Option<SealRecord>, RedisCoordinatorError> {

@@ -544,15 +544,15 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     pub async fn delete(&self, key: &St::Key) -> Result<bool, GuardError<St::Error>> {
         // [fleet.M4]: the position applied before the store delete.
         let fleet = self.inner.fleet.get();
-        let after = fleet.map(|link| link.delete_begins());
+        let slot = fleet.map(|link| link.delete_begins());
         let ticket = self.core().begin_delete();
         // If this future is dropped while the store call runs, nothing is removed from the
         // filter: at worst a stale copy (rule 2 and 4).
         let result = self.inner.store.delete(key).await;
         let trigger = self.core().end_delete(key, ticket, &result);
         self.spawn_rebuild(trigger);
-        if let (Some(link), Some(after), Ok(true)) = (fleet, after, &result) {
-            link.after_delete(key, after).await;
+        if let (Some(link), Some(slot), Ok(true)) = (fleet, slot, &result) {
+            link.after_delete(key, slot).await;
         }
         result.map_err(GuardError::Store)
     }

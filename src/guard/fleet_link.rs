@@ -20,6 +20,15 @@ pub(crate) struct CreateSlot {
     pub(crate) position: Option<Position>,
 }
 
+/// A delete's place in the fleet ([fleet.M4]): the position its member had applied, or none
+/// if it is not to be announced (the member is sealing); dropped when the delete ended,
+/// announced or not, which a seal waits for ([fleet.M8]).
+pub(crate) struct DeleteSlot {
+    pub(crate) after: Option<Position>,
+    /// Counts the delete in flight until dropped (held only to be dropped).
+    pub(crate) _in_flight: Option<Box<dyn Send + Sync>>,
+}
+
 /// The fleet side of a guard's writes.
 pub(crate) trait FleetLink<K>: Send + Sync {
     /// [fleet.M2]: announces a create of `key` and waits for the members' acknowledgements;
@@ -30,11 +39,12 @@ pub(crate) trait FleetLink<K>: Send + Sync {
     /// entry then leaves the in-flight set).
     fn after_create<'a>(&'a self, slot: CreateSlot, key: &'a K, known: bool) -> BoxFuture<'a, ()>;
 
-    /// [fleet.M4]: the position this member had applied, noted before a store delete.
-    fn delete_begins(&self) -> Position;
+    /// [fleet.M4]: a delete begins: notes the position this member had applied, before the
+    /// store delete.
+    fn delete_begins(&self) -> DeleteSlot;
 
     /// [fleet.M4]: announces a delete the store confirmed.
-    fn after_delete<'a>(&'a self, key: &'a K, after: Position) -> BoxFuture<'a, ()>;
+    fn after_delete<'a>(&'a self, key: &'a K, slot: DeleteSlot) -> BoxFuture<'a, ()>;
 
     /// [fleet.F6]: the keys of the creates in flight.
     fn in_flight(&self) -> BoxFuture<'_, Result<Vec<K>, FleetError>>;
