@@ -480,7 +480,10 @@ async fn acked_past(coordinator: &RedisCoordinator, fleet: &Member, position: Po
         if states.members[0].acked > position {
             return;
         }
-        assert!(start.elapsed() < PATIENCE, "the member never acknowledged past {position}");
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the member never acknowledged past {position}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -555,7 +558,11 @@ fn a_sealed_member_restarts_from_the_log() {
         // B's 200 creates and 50 deletes after the seal, nothing of the sealed instance's.
         assert_eq!(stats.entries_applied, 250, "{stats:?}");
         assert_eq!(a.stats().fleet_deletes_applied, 50);
-        assert_ne!(a.admit(&7), Admission::Blocked, "the unannounced delete's copy stays");
+        assert_ne!(
+            a.admit(&7),
+            Admission::Blocked,
+            "the unannounced delete's copy stays"
+        );
         until("the restored member blocks an absent key", || {
             a.admit(&9_999) == Admission::Blocked
         })
@@ -608,8 +615,12 @@ fn a_sealed_file_the_log_no_longer_covers_is_rebuilt() {
             .query_async(&mut connection)
             .await
             .unwrap();
-        let redis::Value::Array(entries) = after else { panic!("{after:?}") };
-        let redis::Value::Array(entry) = &entries[0] else { panic!("{entries:?}") };
+        let redis::Value::Array(entries) = after else {
+            panic!("{after:?}")
+        };
+        let redis::Value::Array(entry) = &entries[0] else {
+            panic!("{entries:?}")
+        };
         let id: String = redis::from_redis_value(entry[0].clone()).unwrap();
         let _: i64 = redis::cmd("XDEL")
             .arg(&log)

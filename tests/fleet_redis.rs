@@ -809,11 +809,20 @@ fn a_seal_record_holds_the_log_and_is_taken_once() {
         );
         // Only for a registered member, in the record's state.
         let stranger = MemberId(12_345);
-        assert!(!c.put_seal(stranger, &record, Duration::from_secs(60)).await.unwrap());
+        assert!(!c
+            .put_seal(stranger, &record, Duration::from_secs(60))
+            .await
+            .unwrap());
         let other_state = SealRecord::new(secret.clone(), InstanceId(77), "x".into(), ids[1], None);
-        assert!(!c.put_seal(a.member, &other_state, Duration::from_secs(60)).await.unwrap());
+        assert!(!c
+            .put_seal(a.member, &other_state, Duration::from_secs(60))
+            .await
+            .unwrap());
         assert!(c.peek_seal(secret.id()).await.unwrap().is_none());
-        assert!(c.put_seal(a.member, &record, Duration::from_secs(60)).await.unwrap());
+        assert!(c
+            .put_seal(a.member, &record, Duration::from_secs(60))
+            .await
+            .unwrap());
         let peeked = c.peek_seal(secret.id()).await.unwrap().expect("held");
         assert_eq!(peeked.secret.as_bytes(), secret.as_bytes());
         assert_eq!(
@@ -841,14 +850,23 @@ fn a_seal_record_holds_the_log_and_is_taken_once() {
         assert!(c.peek_seal(secret.id()).await.unwrap().is_none());
         // An expired record is neither read nor taken, and trims remove it.
         let short = SealRecord::new(secret.clone(), InstanceId(78), a.state, ids[1], None);
-        assert!(c.put_seal(a.member, &short, Duration::from_millis(50)).await.unwrap());
+        assert!(c
+            .put_seal(a.member, &short, Duration::from_millis(50))
+            .await
+            .unwrap());
         tokio::time::sleep(Duration::from_millis(120)).await;
         assert!(c.peek_seal(secret.id()).await.unwrap().is_none());
-        assert!(c.put_seal(a.member, &short, Duration::from_millis(50)).await.unwrap());
+        assert!(c
+            .put_seal(a.member, &short, Duration::from_millis(50))
+            .await
+            .unwrap());
         tokio::time::sleep(Duration::from_millis(120)).await;
         let (_, expired) = c.register_sealed(A, secret.id(), LEASE).await.unwrap();
         assert!(expired.is_none(), "an expired record was taken");
-        assert!(c.put_seal(a.member, &short, Duration::from_millis(50)).await.unwrap());
+        assert!(c
+            .put_seal(a.member, &short, Duration::from_millis(50))
+            .await
+            .unwrap());
         tokio::time::sleep(Duration::from_millis(120)).await;
         c.trim().await.unwrap();
         let mut connection = connection(&url).await;

@@ -35,8 +35,8 @@ use crate::guard::fleet_link::{BoxFuture, CreateSlot, DeleteSlot, FleetLink};
 use crate::guard::{
     AsyncCacheGuard, AsyncStore, FleetError, GuardError, Position, Restart, Sealed,
 };
-use crate::CuckooFilter;
 use crate::sync::{AtomicU64, Ordering};
+use crate::CuckooFilter;
 
 /// Entries read per call.
 const BATCH: usize = 512;
@@ -665,7 +665,9 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 if taken.secret.id() != record.secret.id() {
                     Err(String::from("the coordinator holds another seal"))
                 } else if registration.fresh_state || registration.state != record.state {
-                    Err(String::from("the coordinator's state changed since the seal"))
+                    Err(String::from(
+                        "the coordinator's state changed since the seal",
+                    ))
                 } else if registration.top < record.applied {
                     Err(String::from("the log went backwards since the seal"))
                 } else {
@@ -723,7 +725,10 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 tokio::spawn(keeper(guard.clone(), Arc::clone(&shared))),
                 tokio::spawn(sentinel(guard.clone(), Arc::clone(&shared))),
             ]),
-            renewer: Tasks(vec![tokio::spawn(renewer(guard.clone(), Arc::clone(&shared)))]),
+            renewer: Tasks(vec![tokio::spawn(renewer(
+                guard.clone(),
+                Arc::clone(&shared),
+            ))]),
             shared,
         };
         if warming {
@@ -1073,7 +1078,9 @@ where
                 // trimmed, and it applied every entry up to `position`.
                 Ok(true) => {}
                 Ok(false) => {
-                    return refused("the coordinator no longer lists the member, or its state changed")
+                    return refused(
+                        "the coordinator no longer lists the member, or its state changed",
+                    )
                 }
                 Err(error) => {
                     shared.coordinator_failed("recording a seal", &error);

@@ -14,8 +14,8 @@ use super::coordinator::{
     Announced, Batch, Coordinator, Entry, InstanceId, MemberId, MemberState, Op, Registration,
     SealRecord,
 };
-use crate::guard::{SealSecret, SEAL_SECRET_LEN};
 use super::{MemberStates, Position};
+use crate::guard::{SealSecret, SEAL_SECRET_LEN};
 use crate::stores::redis::eviction_policy;
 
 /// How many entries the acknowledgement feed keeps (about: `MAXLEN ~`).
@@ -1190,7 +1190,9 @@ impl Coordinator for RedisCoordinator {
         seal: u64,
         lease: Duration,
     ) -> Result<(Registration, Option<SealRecord>), RedisCoordinatorError> {
-        let (registration, record) = self.register_with(instance, None, Some(seal), lease).await?;
+        let (registration, record) = self
+            .register_with(instance, None, Some(seal), lease)
+            .await?;
         let record = match record {
             Some(text) => Some(seal_record(&text)?),
             None => None,

@@ -181,16 +181,17 @@ impl<St: AsyncStore + 'static> AsyncCacheGuard<St, RandomState> {
         store: St,
         fallback: impl FnOnce() -> CuckooFilter,
     ) -> (Self, Restart) {
-        let (guard, restart, _) = Self::restore_with(path, store, fallback, |store, tag| async move {
-            let seal = if St::SEALS {
-                Some(store.read_seal().await)
-            } else {
-                None
-            };
-            let trusted = restart::trust(seal, tag).map(|secret| (secret, ()));
-            (store, trusted)
-        })
-        .await;
+        let (guard, restart, _) =
+            Self::restore_with(path, store, fallback, |store, tag| async move {
+                let seal = if St::SEALS {
+                    Some(store.read_seal().await)
+                } else {
+                    None
+                };
+                let trusted = restart::trust(seal, tag).map(|secret| (secret, ()));
+                (store, trusted)
+            })
+            .await;
         (guard, restart)
     }
 

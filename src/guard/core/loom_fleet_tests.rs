@@ -363,7 +363,7 @@ fn create_racing_a_fleet_seal(broken: Broken) -> bool {
                 Some(during)
             }
             Err(GuardError::Fleet(FleetError::Sealed)) => None,
-            Err(other) => panic!("a create failed otherwise: {other}"),
+            Err(other) => panic!("a create failed otherwise: {other:?}"),
         })
     };
     let sealer = {
