@@ -53,6 +53,28 @@
 //! | `cuckoo_guard_layer_shadow_would_block_total` | counter | `ShadowStats::would_block` |
 //! | `cuckoo_guard_layer_shadow_false_negatives_total` | counter | `ShadowStats::would_be_false_negatives` |
 //!
+//! A fleet member (features `fleet` and `metrics`) counts its coordination apart from its
+//! guard; `record_fleet` writes its `FleetStats`, labelled `fleet` with the fleet's name:
+//!
+//! | metric | kind | from |
+//! |---|---|---|
+//! | `cuckoo_guard_fleet_serving` | gauge | `FleetStats::serving`: 1 while the member may answer "absent", else 0 |
+//! | `cuckoo_guard_fleet_creates_announced_total` | counter | `FleetStats::creates_announced` |
+//! | `cuckoo_guard_fleet_creates_refused_total` | counter | `FleetStats::creates_refused` |
+//! | `cuckoo_guard_fleet_creates_unannounced_total` | counter | `FleetStats::creates_unannounced` |
+//! | `cuckoo_guard_fleet_barrier_wait_microseconds_total` | counter | `FleetStats::barrier_wait_micros`: creates' total wait for acknowledgements |
+//! | `cuckoo_guard_fleet_deletes_announced_total` | counter | `FleetStats::deletes_announced` |
+//! | `cuckoo_guard_fleet_entries_applied_total` | counter | `FleetStats::entries_applied` |
+//! | `cuckoo_guard_fleet_members_expelled_total` | counter | `FleetStats::members_expelled` |
+//! | `cuckoo_guard_fleet_rejoins_total` | counter | `FleetStats::rejoins` |
+//! | `cuckoo_guard_fleet_rebuilds_asked_total` | counter | `FleetStats::rebuilds_asked` |
+//! | `cuckoo_guard_fleet_coordinator_calls_total` | counter | `FleetStats::coordinator_calls` |
+//! | `cuckoo_guard_fleet_coordinator_errors_total` | counter | `FleetStats::coordinator_errors` |
+//! | `cuckoo_guard_fleet_trimmed_total` | counter | `FleetStats::trimmed` |
+//! | `cuckoo_guard_fleet_sentinel_samples_total` | counter | `FleetStats::sentinel_samples` |
+//! | `cuckoo_guard_fleet_sentinel_misses_total` | counter | `FleetStats::sentinel_misses`: rows written around the fleet |
+//! | `cuckoo_guard_fleet_undecodable_total` | counter | `FleetStats::undecodable` |
+//!
 //! # Examples
 //!
 //! ```
@@ -74,8 +96,9 @@ use metrics::{counter, describe_counter, describe_gauge, gauge, Unit};
 
 use crate::guard::GuardStats;
 
-/// Registers the unit and help text of every metric [`record`] writes, with the installed
-/// recorder; call it once after installing one.
+/// Registers the unit and help text of every metric [`record`] writes (and those of
+/// `record_shadow` and `record_fleet`), with the installed recorder; call it once after
+/// installing one.
 ///
 /// # Examples
 ///
@@ -157,6 +180,85 @@ pub fn describe() {
         "cuckoo_guard_layer_shadow_false_negatives_total",
         Unit::Count,
         "Requests a shadow-mode layer would have blocked that the service answered 2xx."
+    );
+    describe_gauge!(
+        "cuckoo_guard_fleet_serving",
+        "1 while the fleet member may answer absent (in service, its deadline ahead), else 0."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_creates_announced_total",
+        Unit::Count,
+        "Creates this fleet member announced."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_creates_refused_total",
+        Unit::Count,
+        "Creates refused: the coordinator was down, or acknowledgements did not arrive in time."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_creates_unannounced_total",
+        Unit::Count,
+        "Creates written without an announcement (coordinator down, policy Proceed), announced later."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_barrier_wait_microseconds_total",
+        Unit::Microseconds,
+        "Total time creates waited for the other members' acknowledgements."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_deletes_announced_total",
+        Unit::Count,
+        "Deletes this fleet member announced."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_entries_applied_total",
+        Unit::Count,
+        "Log entries of other members applied to this member's filter."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_members_expelled_total",
+        Unit::Count,
+        "Members a create of this member stopped waiting for because they were gone."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_rejoins_total",
+        Unit::Count,
+        "Registrations of this member after its first."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_rebuilds_asked_total",
+        Unit::Count,
+        "Rebuilds this member asked for (a rejoin that could not catch up, a failed apply, a sentinel miss)."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_coordinator_calls_total",
+        Unit::Count,
+        "Coordinator calls this member made."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_coordinator_errors_total",
+        Unit::Count,
+        "Coordinator calls of this member that failed."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_trimmed_total",
+        Unit::Count,
+        "Log entries this member trimmed."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_sentinel_samples_total",
+        Unit::Count,
+        "Rows the drift sentinel read from the store and checked against the filter."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_sentinel_misses_total",
+        Unit::Count,
+        "Rows the store holds that the filter missed: written around the fleet."
+    );
+    describe_counter!(
+        "cuckoo_guard_fleet_undecodable_total",
+        Unit::Count,
+        "Keys in the log or the in-flight set that did not decode as this guard's key type."
     );
     describe_gauge!(
         "cuckoo_guard_memo_entries",
@@ -406,6 +508,84 @@ pub fn record_shadow(stats: &crate::tower::ShadowStats, name: &str) {
     }
 }
 
+/// Writes a fleet member's counters into the installed recorder, labelled `fleet = name`
+/// (features `fleet` and `metrics`): see the [module](self) for the metrics. Pass the
+/// fleet's name, the one its [`FleetConfig`](crate::fleet::FleetConfig) was made with.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::fleet::FleetStats;
+///
+/// // In the scrape handler, beside `record(&guard.stats(), "users")`, with the member
+/// // `Fleet::join` returned: `record_fleet(&fleet.stats(), "users")`.
+/// let stats = FleetStats::default();
+/// cuckoo_guard::metrics::record_fleet(&stats, "users");
+/// ```
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
+pub fn record_fleet(stats: &crate::fleet::FleetStats, name: &str) {
+    let fleet = name.to_owned();
+    gauge!("cuckoo_guard_fleet_serving", "fleet" => fleet.clone())
+        .set(f64::from(u8::from(stats.serving)));
+    let counters = [
+        (
+            "cuckoo_guard_fleet_creates_announced_total",
+            stats.creates_announced,
+        ),
+        (
+            "cuckoo_guard_fleet_creates_refused_total",
+            stats.creates_refused,
+        ),
+        (
+            "cuckoo_guard_fleet_creates_unannounced_total",
+            stats.creates_unannounced,
+        ),
+        (
+            "cuckoo_guard_fleet_barrier_wait_microseconds_total",
+            stats.barrier_wait_micros,
+        ),
+        (
+            "cuckoo_guard_fleet_deletes_announced_total",
+            stats.deletes_announced,
+        ),
+        (
+            "cuckoo_guard_fleet_entries_applied_total",
+            stats.entries_applied,
+        ),
+        (
+            "cuckoo_guard_fleet_members_expelled_total",
+            stats.members_expelled,
+        ),
+        ("cuckoo_guard_fleet_rejoins_total", stats.rejoins),
+        (
+            "cuckoo_guard_fleet_rebuilds_asked_total",
+            stats.rebuilds_asked,
+        ),
+        (
+            "cuckoo_guard_fleet_coordinator_calls_total",
+            stats.coordinator_calls,
+        ),
+        (
+            "cuckoo_guard_fleet_coordinator_errors_total",
+            stats.coordinator_errors,
+        ),
+        ("cuckoo_guard_fleet_trimmed_total", stats.trimmed),
+        (
+            "cuckoo_guard_fleet_sentinel_samples_total",
+            stats.sentinel_samples,
+        ),
+        (
+            "cuckoo_guard_fleet_sentinel_misses_total",
+            stats.sentinel_misses,
+        ),
+        ("cuckoo_guard_fleet_undecodable_total", stats.undecodable),
+    ];
+    for (metric, value) in counters {
+        counter!(metric, "fleet" => fleet.clone()).absolute(value);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -597,5 +777,108 @@ mod tests {
                 ("cuckoo_guard_layer_shadow_would_block_total", would_block),
             ]
         );
+    }
+
+    #[cfg(feature = "fleet")]
+    #[test]
+    fn record_fleet_writes_the_members_counters_labelled_with_the_fleet() {
+        use crate::fleet::FleetStats;
+
+        /// `expected` in the shape the snapshot's values are compared in.
+        fn by_ref(
+            expected: &[(MetricKind, String, DebugValue)],
+        ) -> Vec<(MetricKind, String, &DebugValue)> {
+            expected
+                .iter()
+                .map(|(k, n, v)| (*k, n.clone(), v))
+                .collect()
+        }
+
+        // Each counter a distinct value, so a name paired with the wrong field shows.
+        let stats = FleetStats {
+            serving: true,
+            creates_announced: 1,
+            creates_refused: 2,
+            creates_unannounced: 3,
+            barrier_wait_micros: 4,
+            deletes_announced: 5,
+            entries_applied: 6,
+            members_expelled: 7,
+            rejoins: 8,
+            rebuilds_asked: 9,
+            coordinator_calls: 10,
+            coordinator_errors: 11,
+            trimmed: 12,
+            sentinel_samples: 13,
+            sentinel_misses: 14,
+            undecodable: 15,
+            ..FleetStats::default()
+        };
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            record_fleet(&stats, "users");
+            record_fleet(
+                &FleetStats {
+                    serving: false,
+                    ..stats.clone()
+                },
+                "sessions",
+            );
+        });
+        // One snapshot: taking one resets the debugging recorder's counters.
+        let snapshot = snapshotter.snapshot().into_vec();
+        let labelled = |fleet: &str| {
+            let mut written: Vec<_> = snapshot
+                .iter()
+                .filter(|(key, _, _, _)| {
+                    let labels: Vec<_> = key.key().labels().collect();
+                    assert_eq!(labels.len(), 1, "{key:?}");
+                    assert_eq!(labels[0].key(), "fleet");
+                    labels[0].value() == fleet
+                })
+                .map(|(key, _, _, value)| (key.kind(), key.key().name().to_owned(), value))
+                .collect();
+            written.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+            written
+        };
+        let counter = |name: &str, n| {
+            (
+                MetricKind::Counter,
+                format!("cuckoo_guard_fleet_{name}_total"),
+                DebugValue::Counter(n),
+            )
+        };
+        let mut expected = vec![
+            counter("creates_announced", 1),
+            counter("creates_refused", 2),
+            counter("creates_unannounced", 3),
+            counter("barrier_wait_microseconds", 4),
+            counter("deletes_announced", 5),
+            counter("entries_applied", 6),
+            counter("members_expelled", 7),
+            counter("rejoins", 8),
+            counter("rebuilds_asked", 9),
+            counter("coordinator_calls", 10),
+            counter("coordinator_errors", 11),
+            counter("trimmed", 12),
+            counter("sentinel_samples", 13),
+            counter("sentinel_misses", 14),
+            counter("undecodable", 15),
+            (
+                MetricKind::Gauge,
+                "cuckoo_guard_fleet_serving".to_owned(),
+                DebugValue::Gauge(1.0.into()),
+            ),
+        ];
+        expected.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(labelled("users"), by_ref(&expected));
+        // The other fleet's series are its own: the same counters, not serving.
+        for (kind, _, value) in &mut expected {
+            if *kind == MetricKind::Gauge {
+                *value = DebugValue::Gauge(0.0.into());
+            }
+        }
+        assert_eq!(labelled("sessions"), by_ref(&expected));
     }
 }

@@ -30,7 +30,9 @@
 //! answered 404 by another; lookups make no Redis call. `/stats` then has a `fleet` object
 //! (whether the member serves, creates announced, their total barrier wait, coordinator
 //! calls, entries applied) beside `passed_failing_open`, the lookups passed to the database
-//! while the member could not vouch for its filter. A create the fleet cannot announce
+//! while the member could not vouch for its filter, and `/metrics` has the member's
+//! `cuckoo_guard_fleet_*` series labelled `fleet` with the fleet's name
+//! ([`cuckoo_guard::metrics::record_fleet`]). A create the fleet cannot announce
 //! (Redis down, a member not acknowledging in time) is refused with 503.
 //!
 //! One [`AsyncCacheGuard`](cuckoo_guard::guard::AsyncCacheGuard) serves either database: the

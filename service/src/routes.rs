@@ -74,6 +74,8 @@ pub struct App {
     /// The fleet membership once joined (with [`Config::fleet`]), kept for the service's
     /// life: dropping it stops the member's tasks.
     fleet: Arc<OnceLock<UsersFleet>>,
+    /// The fleet's name, the `fleet` label of its metrics.
+    fleet_name: Option<Arc<str>>,
 }
 
 /// Where the guard's warm-up is.
@@ -245,6 +247,10 @@ pub(crate) fn router(
         prometheus: Arc::new(recorder),
         warm_up: warm_up_state,
         fleet: Arc::new(OnceLock::new()),
+        fleet_name: config
+            .fleet
+            .as_ref()
+            .map(|settings| Arc::from(settings.name.as_str())),
     };
     let warming = users.clone();
     let fleet = config
@@ -439,15 +445,20 @@ fn fleet_json(fleet: &FleetStats) -> serde_json::Value {
         "trimmed": fleet.trimmed,
         "sentinel_samples": fleet.sentinel_samples,
         "sentinel_misses": fleet.sentinel_misses,
+        "undecodable": fleet.undecodable,
     })
 }
 
 async fn metrics(State(app): State<App>) -> impl IntoResponse {
     let stats = app.users.stats();
+    let fleet = app.fleet_name.as_deref().zip(app.fleet_stats());
     let [get, put, delete, scan] = app.queries.snapshot();
     metrics::with_local_recorder(&*app.prometheus, || {
         cuckoo_guard::metrics::describe();
         cuckoo_guard::metrics::record(&stats, "users");
+        if let Some((name, fleet)) = &fleet {
+            cuckoo_guard::metrics::record_fleet(fleet, name);
+        }
         for (kind, value) in [
             ("get", get),
             ("put", put),

@@ -112,6 +112,18 @@ impl Running {
             .unwrap()
     }
 
+    async fn metrics(&self) -> String {
+        let url = format!("{}/metrics", self.admin);
+        self.client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     async fn stop(self) {
         if let Some((url, table)) = &self.table {
             let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -365,6 +377,108 @@ async fn stats_and_metrics_are_only_on_the_admin_listener() {
     let stats = service.stats().await;
     assert_eq!(stats["fleet"], Value::Null, "{stats:#}");
     assert_eq!(stats["passed_failing_open"], 0, "{stats:#}");
+    let metrics = service.metrics().await;
+    assert!(metrics.contains("cuckoo_guard_lookups_total"), "{metrics}");
+    assert!(!metrics.contains("cuckoo_guard_fleet_serving"), "{metrics}");
+}
+
+/// A replica in a fleet (one member, over SQLite and the machine's Redis) publishes its
+/// member's counters on `/metrics`, labelled with the fleet's name, and in `/stats`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_members_counters_are_in_metrics_and_stats() {
+    let Some(redis) = servers::server_url(&servers::REDIS) else {
+        return;
+    };
+    let fleet = format!("users_http_metrics_{}", std::process::id());
+    let settings = FleetSettings::new(redis.as_str(), fleet.as_str());
+    let service = Running::start_with("sqlite", |config| {
+        config.seed = 10;
+        config.fleet = Some(settings);
+    })
+    .await
+    .unwrap();
+    // A delete, not a create: the first create of a new fleet state is held for two leases.
+    let deleted = service
+        .client
+        .delete(format!("{}/users/1", service.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let stats = loop {
+        let stats = service.stats().await;
+        if stats["fleet"]["serving"] == true {
+            break stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the member is not serving: {stats:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(stats["fleet"]["deletes_announced"], 1, "{stats:#}");
+    assert_eq!(stats["fleet"]["undecodable"], 0, "{stats:#}");
+
+    let metrics = service.metrics().await;
+    let value = |name: &str| -> f64 {
+        let series = format!("{name}{{fleet=\"{fleet}\"}} ");
+        let line = metrics
+            .lines()
+            .find(|line| line.starts_with(&series))
+            .unwrap_or_else(|| panic!("no {series} in {metrics}"));
+        line[series.len()..].parse().unwrap()
+    };
+    assert_eq!(value("cuckoo_guard_fleet_serving"), 1.0);
+    assert_eq!(value("cuckoo_guard_fleet_deletes_announced_total"), 1.0);
+    // A lone member applies no one else's entries.
+    assert_eq!(value("cuckoo_guard_fleet_entries_applied_total"), 0.0);
+    assert!(value("cuckoo_guard_fleet_coordinator_calls_total") >= 1.0);
+    for name in [
+        "cuckoo_guard_fleet_creates_announced_total",
+        "cuckoo_guard_fleet_rejoins_total",
+        "cuckoo_guard_fleet_rebuilds_asked_total",
+        "cuckoo_guard_fleet_coordinator_errors_total",
+        "cuckoo_guard_fleet_trimmed_total",
+        "cuckoo_guard_fleet_sentinel_samples_total",
+        "cuckoo_guard_fleet_sentinel_misses_total",
+        "cuckoo_guard_fleet_members_expelled_total",
+        "cuckoo_guard_fleet_undecodable_total",
+        "cuckoo_guard_fleet_barrier_wait_microseconds_total",
+    ] {
+        value(name);
+    }
+    assert!(
+        metrics.contains("# TYPE cuckoo_guard_fleet_serving gauge"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE cuckoo_guard_fleet_sentinel_misses_total counter"),
+        "{metrics}"
+    );
+    service.stop().await;
+    delete_fleet_keys(&redis, &fleet).await;
+}
+
+/// Deletes the keys of `fleet` in the Redis at `url`.
+async fn delete_fleet_keys(url: &str, fleet: &str) {
+    let client = redis::Client::open(url).expect("a Redis URL");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis for the clean-up");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("cuckoo-guard:{{{fleet}}}*"))
+        .query_async(&mut connection)
+        .await
+        .expect("the fleet's keys");
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL")
+            .arg(&keys)
+            .query_async(&mut connection)
+            .await
+            .expect("the fleet's keys are deleted");
+    }
 }
 
 /// A name over the cap is refused with a short 422, a body far over it with 413, and
