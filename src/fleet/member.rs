@@ -769,7 +769,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
     /// let path = "/var/lib/users/guard.cgsnap";
     /// let store = MemoryStore::<u64, String>::new();
     /// let coordinator = RedisCoordinator::builder("redis://127.0.0.1:6379", "users").connect().await?;
-    /// let (guard, fleet, restart) = Fleet::restore(
+    /// let (guard, mut fleet, restart) = Fleet::restore(
     ///     path,
     ///     store,
     ///     || CuckooFilter::with_capacity(1_000_000),
@@ -954,7 +954,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
 /// ```no_run
 /// # use cuckoo_guard::fleet::{Fleet, RedisCoordinator};
 /// # use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
-/// # async fn f(fleet: Fleet<RedisCoordinator, u64>, guard: AsyncCacheGuard<MemoryStore<u64, u64>>) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn f(mut fleet: Fleet<RedisCoordinator, u64>, guard: AsyncCacheGuard<MemoryStore<u64, u64>>) -> Result<(), Box<dyn std::error::Error>> {
 /// let sealed = fleet.seal(&guard, "guard.cgsnap").await?;
 /// println!("covers the log up to {}", sealed.applied);
 /// # Ok(()) }
