@@ -197,6 +197,11 @@ impl<S: BuildHasher> CuckooFilter<S> {
         self.insert_hashed(hash, false).map(|_| ())
     }
 
+    /// [`contains`](Self::contains) of a key given by its [`hash_key`](Self::hash_key).
+    pub(crate) fn contains_hash(&self, hash: u64) -> bool {
+        self.tables.contains(hash)
+    }
+
     /// [`remove`](Self::remove) of a key given by its [`hash_key`](Self::hash_key).
     pub(crate) fn remove_hash(&self, hash: u64) -> bool {
         self.tables.remove(hash)

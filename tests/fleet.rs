@@ -709,3 +709,53 @@ fn an_expelled_member_cannot_seal() {
         fleet_b.leave().await;
     });
 }
+
+/// An update through one member (a put of an existing key) adds a second copy on the others
+/// ([fleet.F4]): counted as stale there, and the rebuild policy's stale share reclaims the
+/// slots with a rebuild triggered by the applied entries, as by local writes.
+#[test]
+fn updates_elsewhere_count_as_stale_copies_and_trigger_rebuilds() {
+    let Some((pg, redis)) = servers() else { return };
+    common::runtime().block_on(async {
+        let table = unique_name("fleet");
+        let name = unique_name("fleet");
+        let writer = guard(store(&pg, &table).await);
+        let fleet_w = Fleet::join(&writer, coordinator(&redis, &name).await, config(&name))
+            .await
+            .unwrap();
+        // The reader rebuilds automatically once stale copies pass 10% of its filter.
+        let reader = AsyncCacheGuard::with_policy(
+            CuckooFilter::with_capacity(200_000),
+            store(&pg, &table).await,
+            RebuildPolicy::default(),
+        );
+        let fleet_r = Fleet::join(&reader, coordinator(&redis, &name).await, config(&name))
+            .await
+            .unwrap();
+        until("both serve", || {
+            fleet_w.stats().serving && fleet_r.stats().serving
+        })
+        .await;
+        for key in 0..300i64 {
+            writer.put(&key, &format!("v1 {key}")).await.unwrap();
+        }
+        for key in 0..300i64 {
+            writer.put(&key, &format!("v2 {key}")).await.unwrap();
+        }
+        until("the reader applied the updates", || {
+            fleet_r.stats().entries_applied >= 600
+        })
+        .await;
+        assert!(reader.stats().stale_copies >= 270, "{:?}", reader.stats());
+        until("the reader rebuilt for its stale copies", || {
+            reader.stats().rebuilds >= 1
+        })
+        .await;
+        until("the reader serves", || fleet_r.stats().serving).await;
+        for key in 0..300i64 {
+            assert_ne!(reader.admit(&key), Admission::Blocked, "key {key}");
+        }
+        fleet_w.leave().await;
+        fleet_r.leave().await;
+    });
+}

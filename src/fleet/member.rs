@@ -1232,6 +1232,7 @@ where
             shared.acked.notify_waiters();
         }
         let mut failed = false;
+        let mut applied_entries = 0;
         for entry in &batch.entries {
             // One entry at a time under the state lock: a registration that changes the
             // epoch stops the batch, and no entry is applied twice (a delete applied twice
@@ -1256,8 +1257,14 @@ where
                     None => add(&shared.counters.undecodable, 1),
                 }
                 add(&shared.counters.entries_applied, 1);
+                applied_entries += 1;
             }
             state.applied = state.applied.max(entry.position);
+        }
+        // The rebuild policy sees other members' writes as it sees local ones (growth, load,
+        // stale copies).
+        for _ in 0..applied_entries {
+            guard.after_fleet_write();
         }
         if failed {
             // [fleet.F2] before the acknowledgement: a key this filter could not take.

@@ -616,6 +616,13 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     }
 
     /// Starts an automatic rebuild in the background, if `trigger` claimed one.
+    /// After an entry another fleet member announced was applied ([fleet.F4], [fleet.F5]):
+    /// starts an automatic rebuild if the policy asks for one, as after a local write.
+    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+    pub(crate) fn after_fleet_write(&self) {
+        self.spawn_rebuild(self.core().after_write());
+    }
+
     fn spawn_rebuild(&self, trigger: Option<Triggered>) {
         if let Some(trigger) = trigger {
             (self.inner.spawn)(&self.inner, trigger);

@@ -364,7 +364,9 @@ pub struct GuardStats {
     /// ([`GuardError::FilterContended`]).
     pub writes_contended: u64,
     /// Filter copies left in place though their key may be gone (a write whose outcome is
-    /// unknown, a delete during warm-up): each costs a false positive, never a false negative.
+    /// unknown, a delete during warm-up), and in a fleet, second copies of keys another
+    /// member wrote again (an update there): each costs a false positive or a slot, never a
+    /// false negative; the rebuild policy's stale share counts them.
     pub stale_copies: u64,
     /// Removals that found no copy to remove: a sign that something wrote to the store, or
     /// removed from the filter, without going through the guard.

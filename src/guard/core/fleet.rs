@@ -18,7 +18,8 @@
 //!   deadline was set from a renewal sent after that registration.
 //! - **[fleet.F4] A create announced by another guard** loads the filters (`SeqCst`) and
 //!   inserts into the current filter and a pending next one, each hashed by its own hasher,
-//!   even if the filter already reports the key. The member acknowledges the entry's
+//!   even if the filter already reports the key (an update's create: the copy is counted
+//!   stale, for the rebuild policy). The member acknowledges the entry's
 //!   position only after this returned.
 //! - **[fleet.F5] A delete announced by another guard** removes a copy only from the
 //!   current generation, and only if that generation's scan ended before the delete began:
@@ -408,6 +409,10 @@ impl<H: BuildHasher> GuardCore<H> {
         // ([fleet.F6]) is applied after it, and finds the next filter published before it.
         let filters = self.filters.load(Ordering::SeqCst, &pin);
         let hash = filters.current.filter.hash_key(key);
+        // A key the filter reports already (an update elsewhere, most likely) gets a second
+        // copy all the same ([fleet.F4]); counted as stale, so the rebuild policy reclaims
+        // the slots.
+        let duplicate = filters.current.filter.contains_hash(hash);
         filters.current.filter.insert_hash(hash)?;
         if let Some(next) = &filters.next {
             #[cfg(cuckoo_loom)]
@@ -421,6 +426,9 @@ impl<H: BuildHasher> GuardCore<H> {
             }
         }
         bump(&self.shard().applied_creates);
+        if duplicate {
+            self.stale_copy();
+        }
         Ok(())
     }
 
