@@ -759,3 +759,56 @@ fn updates_elsewhere_count_as_stale_copies_and_trigger_rebuilds() {
         fleet_r.leave().await;
     });
 }
+
+/// [fleet.M8]: a delete whose announcement ended with its outcome unknown (the coordinator
+/// did not answer in time; the entry lands later) may lie past any position a seal could
+/// record, where a restart from the file would apply it to a filter that already lost the
+/// copy (taking a colliding key's): the member refuses to seal, and its restart rebuilds.
+#[test]
+fn a_member_with_a_delete_of_unknown_outcome_does_not_seal() {
+    let Some((pg, _)) = servers() else { return };
+    let Some(own) = OwnRedis::start(&[]) else {
+        return;
+    };
+    let redis = own.url();
+    common::runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let name = unique_name("fleet");
+        let a = guard(store(&pg, &unique_name("fleet")).await);
+        let impatient = RedisCoordinator::builder(&redis, &name)
+            .hold(Duration::from_millis(2_500))
+            .response_timeout(Duration::from_millis(300))
+            .connect()
+            .await
+            .unwrap();
+        let mut fleet_a = Fleet::join(&a, impatient, config(&name)).await.unwrap();
+        until("A serves", || fleet_a.stats().serving).await;
+        a.put(&1, &String::from("one")).await.unwrap();
+        // The server holds writes for 1.2 s: the delete's announcement times out, and its
+        // entry is appended when the pause ends.
+        let mut connection = redis::Client::open(redis.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(1_200)
+            .arg("WRITE")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(a.delete(&1).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let refused = fleet_a.seal(&a, dir.path().join("a.cgsnap")).await;
+        match refused {
+            Err(GuardError::Fleet(FleetError::Guard(why))) => {
+                assert!(why.contains("outcome unknown"), "{why}")
+            }
+            other => panic!("a member with a delete of unknown outcome sealed: {other:?}"),
+        }
+        // Refused before it began: the member goes on.
+        until("A serves again", || fleet_a.stats().serving).await;
+        fleet_a.leave().await;
+    });
+}

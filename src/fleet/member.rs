@@ -161,6 +161,9 @@ struct State {
     deletes_in_flight: usize,
     /// The greatest position of a delete this member announced.
     own_deletes_top: Position,
+    /// A delete's announcement ended with its outcome unknown: its entry may land after any
+    /// position, so this member never seals (in this coordinator state).
+    own_deletes_unknown: bool,
 }
 
 /// A guard's delete in flight ([`FleetLink::delete_begins`] to its end): counted while it
@@ -171,6 +174,25 @@ impl<C, K> Drop for DeleteInFlight<C, K> {
     fn drop(&mut self) {
         let mut state = self.0.state();
         state.deletes_in_flight = state.deletes_in_flight.saturating_sub(1);
+    }
+}
+
+/// A delete's announcement under way ([`FleetLink::after_delete`]). Dropped before its outcome
+/// is known (an error, or the future dropped while the coordinator was asked), it marks the
+/// member: its entry may lie anywhere in the log, so the member never seals ([fleet.M8]).
+/// The mark is made before the delete stops counting as in flight.
+struct Announcing<'a, C, K> {
+    shared: &'a Shared<C, K>,
+    slot: Option<DeleteSlot>,
+    settled: bool,
+}
+
+impl<C, K> Drop for Announcing<'_, C, K> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.shared.state().own_deletes_unknown = true;
+        }
+        drop(self.slot.take());
     }
 }
 
@@ -419,6 +441,12 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
             let Some(after) = slot.after else {
                 return;
             };
+            // Until the announcement's outcome is known; dropped with this future too.
+            let mut announcing = Announcing {
+                shared: self,
+                slot: Some(slot),
+                settled: false,
+            };
             self.call();
             match self
                 .coordinator
@@ -429,12 +457,12 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
                     add(&self.counters.deletes_announced, 1);
                     let mut state = self.state();
                     state.own_deletes_top = state.own_deletes_top.max(position);
+                    announcing.settled = true;
                 }
-                // Other members keep a stale copy: a false positive.
+                // Other members keep a stale copy: a false positive. The entry may still
+                // have been appended: `announcing` notes that.
                 Err(error) => self.coordinator_failed("announcing a delete", &error),
             }
-            // The delete ends (no longer in flight) when `slot` drops, after this.
-            drop(slot);
         })
     }
 
@@ -603,6 +631,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 sealing: false,
                 deletes_in_flight: 0,
                 own_deletes_top: Position::ZERO,
+                own_deletes_unknown: false,
             }),
             acks: Mutex::new(HashMap::new()),
             acked: Notify::new(),
@@ -831,8 +860,10 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
     /// writes the filter's snapshot to `path` with a MAC keyed by the seal's secret.
     /// [`Fleet::restore`] starts from it. The store keeps no seal of it; any store will do.
     ///
-    /// A seal refused before it began (`guard` is not this member's, or the member is not
-    /// caught up) changes nothing. Once it began, the member has left the fleet when this
+    /// A seal refused before it began (`guard` is not this member's, the member is not caught
+    /// up, or one of its deletes' announcements ended with its outcome unknown, so its entry
+    /// may land past any position: such a member never seals, and its restart rebuilds)
+    /// changes nothing. Once it began, the member has left the fleet when this
     /// returns, whatever the outcome, and the guard refuses creates.
     ///
     /// # Errors
@@ -1003,6 +1034,12 @@ where
     H: BuildHasher + Sync,
 {
     let state = shared.state();
+    if state.own_deletes_unknown {
+        return refused(
+            "a delete's announcement ended with its outcome unknown: its entry may lie past any \
+             position the seal could record (a restart rebuilds instead)",
+        );
+    }
     if guard.is_warming()
         || state.member.is_none()
         || state.rejoin
@@ -1096,6 +1133,16 @@ where
         .await?;
     // Creates that raced the seal while the coordinator was down: announced if it is back.
     announce_unannounced(shared).await;
+    let left = shared.state().unannounced.len();
+    if left > 0 {
+        // The file holds them; other members miss them until they rebuild (or their
+        // sentinels find them).
+        eprintln!(
+            "cuckoo-guard: fleet {:?}: sealed with {left} create(s) written while the coordinator \
+             was down and never announced",
+            shared.config.name()
+        );
+    }
     Ok(FleetSealed {
         seal: sealed.seal,
         // The applier stopped at the recorded position.
@@ -1428,6 +1475,11 @@ where
     let mut state = shared.state();
     // Still not serving: [fleet.F2] happened when the rejoin was asked for.
     state.member = Some(registration.member);
+    if registration.fresh_state || registration.state != state.state_id {
+        // The log this member's deletes went into is gone.
+        state.own_deletes_top = Position::ZERO;
+        state.own_deletes_unknown = false;
+    }
     state.state_id = registration.state.clone();
     state.rejoin = false;
     state.epoch += 1;

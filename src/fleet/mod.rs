@@ -51,23 +51,28 @@
 //!   from the new state may have lost its registration rather than left). A member that
 //!   rejoins into a new state rebuilds, after [`FleetConfig::write_bound`]: the in-flight
 //!   creates were lost with the state, and their writes must land before its scan.
-//! - **[fleet.M8] Sealed restarts.** [`Fleet::seal`] stops the member's applier between
-//!   entries, at a position `P` every entry up to which it applied, and refuses the guard's
-//!   creates from then on ([fleet.F7]: a create that is not refused has its copy in the
-//!   file). Under the guard's rebuild claim it records the
-//!   seal in the coordinator (a fresh secret, `P`, the member's instance, the state's id,
-//!   the generation's scan position), which holds trimming at `P`; it leaves; it waits for
-//!   the guard's creates in flight; it writes the filter with a MAC keyed by the secret.
-//!   [`Fleet::restore`] verifies the file under the record's secret and registers, taking
-//!   the record in the same atomic step (a second restart from the same file finds none)
-//!   and starting its acknowledged position at `P`. If the state is the record's and
-//!   nothing past `P` was trimmed, it applies the log from `P` on, skipping the sealed
-//!   instance's entries (their effects are in the file; a delete applied twice could take
-//!   another key's copy), and serves once caught up. Every create whose write a lookup can
-//!   see is then in the file (applied up to `P`, or the sealed instance's own) or in the log
-//!   after `P`, applied before the member serves; a create by a writer that did not wait for
-//!   the member (it had left) is in the log after `P`, since it was announced after the
-//!   member's last applied entry. Otherwise the restored guard rebuilds.
+//! - **[fleet.M8] Sealed restarts.** [`Fleet::seal`] refuses the guard's creates from then
+//!   on ([fleet.F7]: a create that is not refused has its copy in the file) and announces no
+//!   delete that begins later (other members keep a stale copy), waits for the deletes in
+//!   flight, and under the guard's rebuild claim waits until its applier has passed every
+//!   delete it announced, then stops the applier between entries at a position `P`: every
+//!   entry up to `P` is applied, none after, and none of the member's own deletes lies past
+//!   `P`. A member one of whose delete announcements ended with its outcome unknown (its
+//!   entry may land anywhere later) never seals. Still under the claim it records the seal
+//!   in the coordinator (a fresh secret, `P`, the member's instance, the state's id, the
+//!   generation's scan position), only if the coordinator still lists the member in that
+//!   state (so nothing past its acknowledgement was trimmed), which holds trimming at `P`;
+//!   it leaves; it waits for the guard's creates in flight; it writes the filter with a MAC
+//!   keyed by the secret. [`Fleet::restore`] verifies the file under the record's secret
+//!   and registers, taking the record in the same atomic step (a second restart from the
+//!   same file finds none) and starting its acknowledged position at `P`. If the state is
+//!   the record's and nothing past `P` was trimmed, it applies the log from `P` on, skipping
+//!   the sealed instance's entries (only creates, whose copies are in the file), and serves
+//!   once caught up. Every create whose write a lookup can see is then in the file (applied
+//!   up to `P`, or the sealed instance's own) or in the log after `P`, applied before the
+//!   member serves; a create by a writer that did not wait for the member (it had left) was
+//!   announced after the member's last applied entry. No delete is applied twice: the
+//!   sealed member's own are at or before `P`. Otherwise the restored guard rebuilds.
 //!
 //! Why "absent" is sound: a create whose write a lookup can see was acknowledged by the
 //! member (which applied it first), or was written while the member was gone, which means
