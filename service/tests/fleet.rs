@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cuckoo_guard::fleet::{Coordinator, Position, RedisCoordinator};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
@@ -891,9 +892,10 @@ fn signal(processes: &Processes, index: usize, signal: &str) {
 }
 
 /// An instance paused with `SIGSTOP` longer than its lease while another creates rows:
-/// writers stop waiting for it after about a lease, and when it resumes (`SIGCONT`) it
-/// never answers 404 for those rows from its stale filter: its deadline has passed, so it
-/// passes them to the database until it has rejoined and caught up.
+/// writers stop waiting for it after about a lease (and expel it), the log is trimmed past
+/// it, and when it resumes (`SIGCONT`) it never answers 404 for those rows from its stale
+/// filter: its deadline has passed, so it passes them to the database until it has rejoined
+/// and, the log it had not read being gone, rebuilt from the database.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_instance_fails_open_when_it_resumes() {
     let Some(database) = servers::server_url(&servers::POSTGRES) else {
@@ -949,6 +951,26 @@ async fn a_paused_instance_fails_open_when_it_resumes() {
     if let Some(left) = past.checked_sub(paused.elapsed()) {
         tokio::time::sleep(left).await;
     }
+    // The writer expelled the paused instance: a trim (the members' keepers run one every
+    // 10 s) removes the entries it never read.
+    let coordinator = RedisCoordinator::builder(redis.as_str(), fleet.as_str())
+        .connect()
+        .await
+        .unwrap();
+    let read_up_to: Position = before["fleet"]["applied"]
+        .as_str()
+        .expect("the paused instance's applied position")
+        .parse()
+        .unwrap();
+    let trimming = Instant::now();
+    while !coordinator.trimmed_after(read_up_to).await.unwrap() {
+        assert!(
+            trimming.elapsed() < Duration::from_secs(20),
+            "the log was never trimmed past the paused instance"
+        );
+        coordinator.trim().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     signal(&processes, 1, "CONT");
     let mut not_found = Vec::new();
     for id in 100..120 {
@@ -987,6 +1009,12 @@ async fn a_paused_instance_fails_open_when_it_resumes() {
             "id {id} after the rejoin"
         );
     }
+    let rejoined = stats(&client, &instances[1]).await;
+    assert!(
+        figure(&rejoined, "fleet.rebuilds_asked") > figure(&before, "fleet.rebuilds_asked"),
+        "the instance trimmed past did not rebuild: {rejoined}"
+    );
+    assert!(figure(&rejoined, "rebuilds") > figure(&before, "rebuilds"));
     drop(processes);
     clean_up(&database, &table, &redis, &fleet).await;
 }
