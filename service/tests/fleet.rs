@@ -5,7 +5,9 @@
 //! false negative, and there must be none. Then a lookup-only phase (no Redis call per
 //! lookup), `kill -9` of one instance while the others keep creating (writers stall at most
 //! about one lease), and a new instance joining while creates run: pairs through it from the
-//! moment it listens, then every id created meanwhile read on it.
+//! moment it listens, then every id created meanwhile read on it. Two smaller fleets: one
+//! with an instance paused past its lease, and one over a `redis-server` of the test's own,
+//! killed and restarted empty (members fail open, creates are refused, then they rejoin).
 //!
 //! `CG_FLEET_PAIRS` sets the create-then-read pairs of the first phase (100,000 by default).
 //! The figures are printed on stderr (`-- --show-output`):
@@ -74,6 +76,90 @@ impl Drop for Processes {
     fn drop(&mut self) {
         for index in 0..self.0.len() {
             self.kill(index);
+        }
+    }
+}
+
+/// A `redis-server` of the test's own on a free loopback port, saving nothing, killed
+/// (`SIGKILL`) when dropped: [`kill`](Self::kill) and [`launch`](Self::launch) stop it and
+/// start it again, empty, on the same port.
+struct OwnRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl OwnRedis {
+    /// Starts one, or `None` (after a notice) if `redis-server` is not installed; under
+    /// `CG_REQUIRE_SERVERS=1` that fails the test.
+    fn start() -> Option<OwnRedis> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var("CG_REQUIRE_SERVERS").as_deref() != Ok("1"),
+                "redis-server is not installed (CG_REQUIRE_SERVERS=1 forbids skipping)"
+            );
+            eprintln!("SKIPPED: redis-server is not installed");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let mut server = OwnRedis {
+            port,
+            dir: tempfile::tempdir().expect("a data directory"),
+            child: None,
+        };
+        server.launch();
+        Some(server)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (again, after [`kill`](Self::kill)) and waits (bounded) for its port.
+    fn launch(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server does not listen on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `SIGKILL`: nothing survives.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("redis-server is killed");
+            child.wait().expect("redis-server is reaped");
+        }
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
@@ -166,6 +252,45 @@ async fn wait_serving(client: &Client, index: usize, instance: &Instance) -> Dur
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits (bounded: past one lease, with a margin) until the instance's member no longer
+/// serves: its deadline passed without a renewal.
+async fn wait_not_serving(client: &Client, index: usize, instance: &Instance) -> Duration {
+    let started = Instant::now();
+    let limit = lease() * 2 + Duration::from_secs(5);
+    loop {
+        let stats = stats(client, instance).await;
+        if stats["fleet"]["serving"] == json!(false) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "instance {index} still serves after {limit:?}: /stats {stats:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The status of `GET /users/{id}` on `instance`.
+async fn get_status(client: &Client, instance: &Instance, id: i64) -> StatusCode {
+    client
+        .get(format!("{}/users/{id}", instance.base))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("GET {id} answers: {error}"))
+        .status()
+}
+
+/// The status of `POST /users` creating `id` on `instance`.
+async fn create_status(client: &Client, instance: &Instance, id: i64) -> StatusCode {
+    client
+        .post(format!("{}/users", instance.base))
+        .json(&json!({ "id": id, "name": format!("user {id}") }))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("POST {id} answers: {error}"))
+        .status()
 }
 
 /// A figure of `/stats`: `path` is `"lookups"` or `"fleet.coordinator_calls"`.
@@ -1015,6 +1140,247 @@ async fn a_paused_instance_fails_open_when_it_resumes() {
         "the instance trimmed past did not rebuild: {rejoined}"
     );
     assert!(figure(&rejoined, "rebuilds") > figure(&before, "rebuilds"));
+    drop(processes);
+    clean_up(&database, &table, &redis, &fleet).await;
+}
+
+/// Rows in `table` whose ids are in `ids`, counted by PostgreSQL itself.
+async fn rows_among(database: &str, table: &str, ids: &[i64]) -> i64 {
+    let (client, connection) = tokio_postgres::connect(database, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL for the count");
+    tokio::spawn(connection);
+    client
+        .query_one(
+            &format!("SELECT count(*) FROM {table} WHERE id = ANY($1)"),
+            &[&ids],
+        )
+        .await
+        .expect("the count")
+        .get(0)
+}
+
+/// Two instances over the test's own Redis, which is killed and restarted empty: meanwhile
+/// both answer lookups through the database (existing rows 200, absent ones 404, counted as
+/// fail-open) and refuse creates with 503 without writing them; after the restart both
+/// rejoin the new coordinator state, rebuild and serve again, and create/read pairs across
+/// them find no false negative.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_redis_fails_open_then_recovers_across_processes() {
+    let Some(database) = servers::server_url(&servers::POSTGRES) else {
+        return;
+    };
+    let Some(mut own) = OwnRedis::start() else {
+        return;
+    };
+    let redis = own.url();
+    let unique = format!(
+        "{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    let table = format!("users_restart_{unique}");
+    let fleet = format!("users-restart-test-{unique}");
+    let client = Client::builder().timeout(REQUEST_TIMEOUT).build().unwrap();
+    let mut processes = Processes::default();
+    let mut instances = Vec::new();
+    for index in 0..2 {
+        instances.push(start(&mut processes, &database, &table, &redis, &fleet));
+        wait_serving(&client, index, &instances[index]).await;
+    }
+    let both = [0, 1];
+    // Past the new fleet's hold.
+    for (index, instance) in instances.iter().enumerate() {
+        assert_eq!(
+            create_status(&client, instance, index as i64 + 1).await,
+            StatusCode::CREATED,
+            "first create on {index}"
+        );
+    }
+
+    // Before: pairs across the two, and rows created on each and read nowhere yet (so no
+    // cache holds them when they are read during the outage).
+    let ledger = Arc::new(Ledger::new(1_000_000, 200));
+    let tally = Arc::new(Tally::default());
+    let never = Arc::new(AtomicBool::new(false));
+    tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        run_pairs(&client, &instances, &both, &ledger, &tally, &never),
+    )
+    .await
+    .expect("the pairs before the outage finish");
+    assert_eq!(tally.false_negatives(), (0, 0, 0), "before the outage");
+    assert_eq!(*tally.create_failures.lock().unwrap(), Vec::<String>::new());
+    assert_eq!(*tally.read_failures.lock().unwrap(), Vec::<String>::new());
+    let pairs_before = tally.pairs.load(Ordering::Relaxed);
+    assert_eq!(pairs_before, 200, "every pair ran");
+    let unread: Vec<i64> = (2_000_000..2_000_020).collect();
+    for &id in &unread {
+        let at = (id % 2) as usize;
+        assert_eq!(
+            create_status(&client, &instances[at], id).await,
+            StatusCode::CREATED,
+            "create {id} on {at}"
+        );
+    }
+
+    // Redis killed: creates refused at once, even before the members' deadlines pass.
+    own.kill();
+    let down = Instant::now();
+    let mut refused = Vec::new();
+    let mut longest_refusal = Duration::ZERO;
+    for id in 3_000_000..3_000_004i64 {
+        let at = (id % 2) as usize;
+        let started = Instant::now();
+        let status = create_status(&client, &instances[at], id).await;
+        longest_refusal = longest_refusal.max(started.elapsed());
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "create {id} on {at} with Redis down"
+        );
+        refused.push(id);
+    }
+    let mut stopped = Vec::new();
+    for (index, instance) in instances.iter().enumerate() {
+        wait_not_serving(&client, index, instance).await;
+        stopped.push(down.elapsed());
+    }
+    let before = all_stats(&client, &instances).await;
+    let existing: Vec<i64> = (ledger.first..ledger.end())
+        .filter(|&id| ledger.has_returned(id))
+        .chain(unread.iter().copied())
+        .collect();
+    let absent: Vec<i64> = (4_000_000..4_000_050).collect();
+    let mut wrong = Vec::new();
+    for (index, instance) in instances.iter().enumerate() {
+        for &id in &existing {
+            let status = get_status(&client, instance, id).await;
+            if status != StatusCode::OK {
+                wrong.push((id, index, status));
+            }
+        }
+        for &id in &absent {
+            let status = get_status(&client, instance, id).await;
+            if status != StatusCode::NOT_FOUND {
+                wrong.push((id, index, status));
+            }
+        }
+    }
+    for id in 3_000_010..3_000_014i64 {
+        let at = (id % 2) as usize;
+        let started = Instant::now();
+        let status = create_status(&client, &instances[at], id).await;
+        longest_refusal = longest_refusal.max(started.elapsed());
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "create {id} on {at} with Redis down, past the deadlines"
+        );
+        refused.push(id);
+    }
+    for (index, instance) in instances.iter().enumerate() {
+        for &id in &refused {
+            let status = get_status(&client, instance, id).await;
+            if status != StatusCode::NOT_FOUND {
+                wrong.push((id, index, status));
+            }
+        }
+    }
+    let during = all_stats(&client, &instances).await;
+    let fail_open = delta(&before, &during, &both, "passed_failing_open");
+    let outage = down.elapsed();
+    assert_eq!(
+        wrong,
+        [],
+        "lookups with Redis down answered wrongly (id, instance, status)"
+    );
+    assert_eq!(
+        rows_among(&database, &table, &refused).await,
+        0,
+        "a refused create wrote its row"
+    );
+    for index in both {
+        // Every lookup of an id the filter lacks went to the database: at least the absent
+        // and the refused ones.
+        let counted = figure(&during[index], "passed_failing_open")
+            - figure(&before[index], "passed_failing_open");
+        assert!(
+            counted >= (absent.len() + refused.len()) as u64,
+            "instance {index} counted {counted} fail-open lookups: {:#}",
+            during[index]
+        );
+        assert_eq!(
+            figure(&during[index], "blocked"),
+            figure(&before[index], "blocked"),
+            "instance {index} answered absent from its filter with Redis down"
+        );
+    }
+
+    // Redis back, empty: a new coordinator state; both rejoin and rebuild.
+    own.launch();
+    let restarted = Instant::now();
+    let (serving_0, serving_1) = tokio::join!(
+        wait_serving(&client, 0, &instances[0]),
+        wait_serving(&client, 1, &instances[1]),
+    );
+    let recovery = restarted.elapsed();
+    let ledger_after = Arc::new(Ledger::new(5_000_000, 200));
+    let tally = Arc::new(Tally::default());
+    tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        run_pairs(&client, &instances, &both, &ledger_after, &tally, &never),
+    )
+    .await
+    .expect("the pairs after the restart finish");
+    let mut missing = Vec::new();
+    let mut found_refused = Vec::new();
+    for (index, instance) in instances.iter().enumerate() {
+        for &id in &existing {
+            if get_status(&client, instance, id).await != StatusCode::OK {
+                missing.push((id, index));
+            }
+        }
+        for &id in &refused {
+            if get_status(&client, instance, id).await != StatusCode::NOT_FOUND {
+                found_refused.push((id, index));
+            }
+        }
+    }
+    let after = all_stats(&client, &instances).await;
+    eprintln!(
+        "fleet test: redis restart: refused creates took at most {longest_refusal:?}; members \
+         stopped serving {:.1?} and {:.1?} after the kill (lease {:?}); {fail_open} fail-open \
+         lookups in an outage of {outage:.1?}; serving again {:.1?} and {:.1?} after the \
+         restart (recovery {recovery:.1?}), rejoins {}, rebuilds {}; {} pairs after it \
+         ({:?} false negatives)",
+        stopped[0],
+        stopped[1],
+        lease(),
+        serving_0,
+        serving_1,
+        delta(&during, &after, &both, "fleet.rejoins"),
+        delta(&during, &after, &both, "rebuilds"),
+        tally.pairs.load(Ordering::Relaxed),
+        tally.false_negatives(),
+    );
+    assert_eq!(tally.false_negatives(), (0, 0, 0), "after the restart");
+    assert_eq!(*tally.create_failures.lock().unwrap(), Vec::<String>::new());
+    assert_eq!(*tally.read_failures.lock().unwrap(), Vec::<String>::new());
+    assert_eq!(tally.pairs.load(Ordering::Relaxed), 200, "every pair ran");
+    assert_eq!(missing, [], "rows from before the outage, 404 after it");
+    assert_eq!(found_refused, [], "refused creates found after the restart");
+    for index in both {
+        assert!(
+            figure(&after[index], "fleet.rejoins") > figure(&during[index], "fleet.rejoins"),
+            "instance {index} did not rejoin: {:#}",
+            after[index]
+        );
+    }
+
     drop(processes);
     clean_up(&database, &table, &redis, &fleet).await;
 }
