@@ -812,3 +812,78 @@ fn a_member_with_a_delete_of_unknown_outcome_does_not_seal() {
         fleet_a.leave().await;
     });
 }
+
+/// [fleet.M7]: a create acknowledged in a coordinator state that is then lost (Redis
+/// restarted empty), whose row is written after the loss: a guard that joins the new state
+/// scans only once the state is `write_bound` old, so its warm-up holds the row, whoever
+/// began the state.
+#[test]
+fn a_write_in_flight_across_a_lost_state_reaches_a_joiner() {
+    let Some((pg, _)) = servers() else { return };
+    let Some(mut own) = OwnRedis::start(&[]) else {
+        return;
+    };
+    let redis = own.url();
+    common::runtime().block_on(async {
+        let table = unique_name("fleet");
+        let name = unique_name("fleet");
+        let bound = Duration::from_secs(2);
+        let config = config(&name).write_bound(bound);
+        let a = guard(store(&pg, &table).await);
+        let fleet_a = Fleet::join(&a, coordinator(&redis, &name).await, config.clone())
+            .await
+            .unwrap();
+        until("A serves", || fleet_a.stats().serving).await;
+        // Acknowledged in the first state; the row is not written yet.
+        let announcement = fleet_a.announce_created(&77).await.unwrap();
+        own.kill();
+        own.launch();
+        let lost = Instant::now();
+        // Another guard begins the new state; the joiner registers into it. Joins return
+        // after their warm-ups: they run meanwhile.
+        let join = |delay: u64| {
+            let (pg, table, redis, name, config) = (
+                pg.clone(),
+                table.clone(),
+                redis.clone(),
+                name.clone(),
+                config.clone(),
+            );
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let guard = guard(store(&pg, &table).await);
+                let fleet = Fleet::join(&guard, coordinator(&redis, &name).await, config)
+                    .await
+                    .unwrap();
+                (guard, fleet)
+            })
+        };
+        let other = join(0);
+        let joiner = join(200);
+        // The slow write lands within the bound of the loss, while the joins run.
+        let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        client
+            .execute(&format!("INSERT INTO \"{table}\" VALUES (77, 'late')"), &[])
+            .await
+            .unwrap();
+        assert!(lost.elapsed() < bound, "the write landed after the bound");
+        let (joiner, fleet_j) = joiner.await.unwrap();
+        let (other, fleet_o) = other.await.unwrap();
+        for (guard, fleet) in [(&joiner, &fleet_j), (&other, &fleet_o)] {
+            until("the member serves", || fleet.stats().serving).await;
+            assert_ne!(
+                guard.admit(&77),
+                Admission::Blocked,
+                "a member lost the row"
+            );
+        }
+        drop(announcement);
+        for fleet in [fleet_a, fleet_j, fleet_o] {
+            fleet.leave().await;
+        }
+    });
+}

@@ -878,3 +878,28 @@ fn a_seal_record_holds_the_log_and_is_taken_once() {
         assert_eq!(left, 0, "an expired record outlived a trim");
     });
 }
+
+/// A registration reports its state's age on the server's clock: zero for the registration
+/// that began the state, growing after ([fleet.M7]).
+#[test]
+fn a_registration_reports_the_states_age() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let first = c.register(A, None, LEASE).await.unwrap();
+        assert!(first.fresh_state);
+        assert!(
+            first.state_age < Duration::from_millis(50),
+            "{:?}",
+            first.state_age
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let second = c.register(B, None, LEASE).await.unwrap();
+        assert!(!second.fresh_state);
+        assert!(
+            second.state_age >= Duration::from_millis(290)
+                && second.state_age < Duration::from_secs(10),
+            "{:?}",
+            second.state_age
+        );
+    });
+}

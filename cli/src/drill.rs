@@ -246,7 +246,13 @@ fn join_fleet(
         rand::random::<u64>()
     );
     let lease = args.fleet_lease();
-    let config = || FleetConfig::new(name.clone()).lease(lease);
+    // The drill's writes are single-row statements against a database on this machine: 2 s
+    // bounds them well, and a new fleet's first scan waits that long ([fleet.M7]).
+    let config = || {
+        FleetConfig::new(name.clone())
+            .lease(lease)
+            .write_bound(Duration::from_secs(2))
+    };
     let started = Instant::now();
     let progress = bar(args.instances as u64, "joining the fleet");
     // A new fleet holds creates for two leases (the least the coordinator accepts).

@@ -65,6 +65,9 @@ pub struct Registration {
     /// Whether this registration began a new state (the coordinator had none: a new fleet,
     /// or its data was lost, with the in-flight creates).
     pub fresh_state: bool,
+    /// How long ago the coordinator's state began, on the coordinator's clock (zero for a
+    /// state begun by this registration).
+    pub state_age: Duration,
 }
 
 /// A sealed snapshot's record in the coordinator ([`Fleet::seal`](super::Fleet::seal)): what

@@ -29,7 +29,8 @@ use tokio::task::JoinHandle;
 
 use super::key::encoded;
 use super::{
-    Coordinator, CreatePolicy, FleetConfig, FleetKey, InstanceId, MemberId, Op, SealRecord,
+    Coordinator, CreatePolicy, FleetConfig, FleetKey, InstanceId, MemberId, Op, Registration,
+    SealRecord,
 };
 use crate::guard::fleet_link::{BoxFuture, CreateSlot, DeleteSlot, FleetLink};
 use crate::guard::{
@@ -731,6 +732,7 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
                 _ => {
                     state.applied = registration.top;
                     state.acked = registration.top;
+                    state.rebuild_not_before = scan_not_before(guard, &shared, &registration);
                     if !warming || filled_before {
                         // The filter was (partly) filled before the registration.
                         state.rebuilds_wanted += 1;
@@ -761,8 +763,16 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> Fleet<C, K> {
             shared,
         };
         if warming {
+            // [fleet.M7]: the warm-up is a scan too.
+            let not_before = fleet.shared.state().rebuild_not_before;
+            let wait = not_before.saturating_sub(guard.core().fleet_now());
+            if wait > 0 {
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
             let page_size = fleet.shared.config.page_size_value();
             guard.warm_up(page_size, |_| {}).await?;
+            // At once, not at the applier's or the keeper's next turn.
+            maybe_serve(guard, &fleet.shared);
         }
         Ok((fleet, covered))
     }
@@ -1492,11 +1502,31 @@ where
         state.acked = registration.top;
         state.rebuilds_wanted += 1;
         add(&shared.counters.rebuilds_asked, 1);
-        if registration.fresh_state {
-            let bound = shared.config.write_bound_value().as_millis() as u64;
-            state.rebuild_not_before = guard.core().fleet_now().saturating_add(bound);
-        }
+        state.rebuild_not_before = scan_not_before(guard, shared, &registration);
     }
+}
+
+/// [fleet.M7]: the fleet clock before which a scan of this member must not begin: the
+/// coordinator's state must be [`FleetConfig::write_bound`] old, so the writes of creates in
+/// flight when an earlier state was lost (with its in-flight list) have landed. Whoever began
+/// the state, this member or another.
+fn scan_not_before<St, H, C, K>(
+    guard: &AsyncCacheGuard<St, H>,
+    shared: &Shared<C, K>,
+    registration: &Registration,
+) -> u64
+where
+    St: AsyncStore,
+    H: BuildHasher + Sync,
+{
+    let left = shared
+        .config
+        .write_bound_value()
+        .saturating_sub(registration.state_age);
+    guard
+        .core()
+        .fleet_now()
+        .saturating_add(left.as_millis() as u64)
 }
 
 /// Starts a rebuild task if one was asked for and none runs.
@@ -1553,6 +1583,8 @@ where
             ),
         }
         drop(running);
+        // At once, not at the applier's or the keeper's next turn.
+        maybe_serve(&guard, &shared);
     });
 }
 

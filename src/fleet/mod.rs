@@ -49,8 +49,11 @@
 //!   of the lost state may serve until their deadlines pass. A writer whose wait finds
 //!   another state than the one its entry went into refuses the create (a member missing
 //!   from the new state may have lost its registration rather than left). A member that
-//!   rejoins into a new state rebuilds, after [`FleetConfig::write_bound`]: the in-flight
-//!   creates were lost with the state, and their writes must land before its scan.
+//!   registers into a state younger than [`FleetConfig::write_bound`] (the coordinator
+//!   reports the state's age on its own clock), whoever began it, scans the store (its
+//!   warm-up, or the rebuild a rejoin into a new state needs) only once the state is that
+//!   old: the creates in flight when an earlier state was lost went with its in-flight list,
+//!   and their writes must land before the scan. A new fleet's first members wait so too.
 //! - **[fleet.M8] Sealed restarts.** [`Fleet::seal`] refuses the guard's creates from then
 //!   on ([fleet.F7]: a create that is not refused has its copy in the file) and announces no
 //!   delete that begins later (other members keep a stale copy), waits for the deletes in
@@ -425,9 +428,11 @@ impl FleetConfig {
     }
 
     /// The longest a create's store write may run after its announcement was acknowledged
-    /// (set it above the database's statement timeout). A member that finds the
-    /// coordinator's state lost (and with it the in-flight creates) waits this long before
-    /// its rebuild scans the store, so a write in flight across the loss lands before it.
+    /// (set it above the database's statement timeout; 15 s by default). A member that
+    /// registers into a coordinator state younger than this (a new fleet, or a state begun
+    /// after the coordinator lost its data, with the in-flight creates) scans the store only
+    /// once the state is this old, so a write in flight across the loss lands before its scan:
+    /// the first join of a new fleet, and the recovery after a loss, take this long.
     ///
     /// # Examples
     ///

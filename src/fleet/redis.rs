@@ -82,13 +82,14 @@ return stream_info(KEYS[1], KEYS[2])
 ";
 
 /// `KEYS`: members, renewals, acked, inflight, epoch, hold, log, trimmed, the new lease,
-/// seals, [the previous lease]. `ARGV`: new member, instance, lease ms, previous member or
-/// '', epoch, hold ms, seal id or ''. A held seal record is taken (removed) whether or not it
+/// seals, born, [the previous lease]. `ARGV`: new member, instance, lease ms, previous member
+/// or '', epoch, hold ms, seal id or ''. Returns the state's age in ms last. A held seal record is taken (removed) whether or not it
 /// still covers the log; it becomes the member's position only if it does.
 const REGISTER: &str = r"
 local fresh = 0
 if redis.call('EXISTS', KEYS[5]) == 0 then
   fresh = 1
+  redis.call('SET', KEYS[11], string.format('%d', now_ms()))
   redis.call('SET', KEYS[5], ARGV[5])
   if tonumber(ARGV[6]) > 0 then
     redis.call('SET', KEYS[6], '1', 'PX', ARGV[6])
@@ -102,7 +103,7 @@ if ARGV[4] ~= '' then
     kept = 1
     acked = redis.call('HGET', KEYS[3], ARGV[4]) or '0-0'
   end
-  redis.call('DEL', KEYS[11])
+  redis.call('DEL', KEYS[12])
   redis.call('HDEL', KEYS[1], ARGV[4])
   redis.call('HDEL', KEYS[2], ARGV[4])
   redis.call('HDEL', KEYS[3], ARGV[4])
@@ -121,7 +122,13 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SET', KEYS[9], '1', 'PX', ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], 0)
 redis.call('HSET', KEYS[3], ARGV[1], acked)
-return {top, redis.call('HVALS', KEYS[4]), kept, redis.call('GET', KEYS[5]), fresh, sealed}
+local born = tonumber(redis.call('GET', KEYS[11]) or '')
+if not born then
+  born = now_ms()
+  redis.call('SET', KEYS[11], string.format('%d', born))
+end
+local age = math.max(0, now_ms() - born)
+return {top, redis.call('HVALS', KEYS[4]), kept, redis.call('GET', KEYS[5]), fresh, sealed, age}
 ";
 
 /// `KEYS`: seals, members, epoch. `ARGV`: seal id, applied, hold ms, the record's rest,
@@ -176,10 +183,11 @@ redis.call('HDEL', KEYS[4], ARGV[1])
 return removed
 ";
 
-/// `KEYS`: log, inflight, members, hold, epoch. `ARGV`: key, origin, a new epoch, hold ms.
-/// Begins a state (epoch and hold) if there is none, as `register` does.
+/// `KEYS`: log, inflight, members, hold, epoch, born. `ARGV`: key, origin, a new epoch, hold
+/// ms. Begins a state (epoch, birth and hold) if there is none, as `register` does.
 const ANNOUNCE_CREATE: &str = r"
 if redis.call('EXISTS', KEYS[5]) == 0 then
+  redis.call('SET', KEYS[6], string.format('%d', now_ms()))
   redis.call('SET', KEYS[5], ARGV[3])
   if tonumber(ARGV[4]) > 0 then
     redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
@@ -508,6 +516,7 @@ impl RedisCoordinatorBuilder {
             epoch: key("epoch"),
             hold: key("hold"),
             seals: key("seals"),
+            born: key("born"),
             lease: key("lease:"),
             prefix,
         };
@@ -519,7 +528,7 @@ impl RedisCoordinatorBuilder {
             renew: Script::new(RENEW),
             leave: Script::new(LEAVE),
             expel: Script::new(EXPEL),
-            announce_create: Script::new(ANNOUNCE_CREATE),
+            announce_create: with_helpers(ANNOUNCE_CREATE),
             ack: Script::new(ACK),
             members: Script::new(MEMBERS),
             trim: with_helpers(TRIM),
@@ -567,6 +576,7 @@ struct Keys {
     epoch: String,
     hold: String,
     seals: String,
+    born: String,
     /// `p:lease:`, the leases' common prefix.
     lease: String,
 }
@@ -625,6 +635,7 @@ struct Shared {
 /// | `p:trimmed` | string | the greatest position [`trim`](Coordinator::trim) removed |
 /// | `p:epoch` | string | a random value, present while the coordinator's state exists |
 /// | `p:hold` | string | present (with a `PX` time to live) while creates are held |
+/// | `p:born` | string | when the state began, in ms of the server's clock (`TIME`) |
 /// | `p:seals` | hash | seal id (decimal) → a sealed snapshot's record, below |
 ///
 /// A log entry's fields: `o` (`c` create, `d` delete), `k` (the key's bytes), `i` (the origin
@@ -872,7 +883,8 @@ impl RedisCoordinator {
             .key(&keys.log)
             .key(&keys.trimmed)
             .key(keys.lease(member))
-            .key(&keys.seals);
+            .key(&keys.seals)
+            .key(&keys.born);
         if let Some(previous) = previous {
             invocation.key(keys.lease(previous));
         }
@@ -884,8 +896,8 @@ impl RedisCoordinator {
             .arg(format!("{:016x}", random_u64()))
             .arg(millis(self.shared.hold, 0))
             .arg(seal.map(|id| id.to_string()).unwrap_or_default());
-        type Reply = (String, Vec<Vec<u8>>, i64, String, i64, Option<String>);
-        let (top, in_flight, kept, state, fresh, sealed): Reply = invocation
+        type Reply = (String, Vec<Vec<u8>>, i64, String, i64, Option<String>, i64);
+        let (top, in_flight, kept, state, fresh, sealed, age): Reply = invocation
             .invoke_async(&mut self.connection())
             .await
             .map_err(command("register"))?;
@@ -896,6 +908,7 @@ impl RedisCoordinator {
             previous_kept: kept == 1,
             state,
             fresh_state: fresh == 1,
+            state_age: Duration::from_millis(u64::try_from(age).unwrap_or(0)),
         };
         Ok((registration, sealed))
     }
@@ -1297,6 +1310,7 @@ impl Coordinator for RedisCoordinator {
             .key(&keys.members)
             .key(&keys.hold)
             .key(&keys.epoch)
+            .key(&keys.born)
             .arg(key)
             .arg(origin.0)
             .arg(format!("{:016x}", random_u64()))
@@ -1531,6 +1545,7 @@ mod tests {
             epoch: String::new(),
             hold: String::new(),
             seals: String::new(),
+            born: String::new(),
             lease: String::new(),
         }
     }
