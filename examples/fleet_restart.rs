@@ -16,9 +16,8 @@
 //! it from the page cache, as a restart on the same host soon after the seal would.
 //!
 //! Each start is timed twice from the call: until it returned (for `Fleet::join`, the scan)
-//! and until the member serves. A member enters service on a turn of its log reader or its
-//! keeper, which come at most a read wait (1 s) or a renewal period apart on a quiet log, so
-//! a join's time to serving includes up to that much after its scan.
+//! and until the member serves (a joined member enters service as its warm-up ends; a
+//! restored one once it applied the log written since its seal).
 
 use std::error::Error;
 use std::future::Future;
