@@ -873,7 +873,8 @@ fn a_write_in_flight_across_a_lost_state_reaches_a_joiner() {
         assert!(lost.elapsed() < bound, "the write landed after the bound");
         let (joiner, fleet_j) = joiner.await.unwrap();
         let (other, fleet_o) = other.await.unwrap();
-        for (guard, fleet) in [(&joiner, &fleet_j), (&other, &fleet_o)] {
+        // A, of the lost state, rejoins the new one (another began it) and rebuilds.
+        for (guard, fleet) in [(&joiner, &fleet_j), (&other, &fleet_o), (&a, &fleet_a)] {
             until("the member serves", || fleet.stats().serving).await;
             assert_ne!(
                 guard.admit(&77),
@@ -885,5 +886,68 @@ fn a_write_in_flight_across_a_lost_state_reaches_a_joiner() {
         for fleet in [fleet_a, fleet_j, fleet_o] {
             fleet.leave().await;
         }
+    });
+}
+
+/// [fleet.M7]: a member of a state that was lost, which has not noticed yet (its lease is
+/// long), rebuilds: the rebuild finds the coordinator's state changed (its list of creates in
+/// flight is gone) and fails, and the member leaves service and rejoins, instead of serving a
+/// scan that missed a write acknowledged in the lost state.
+#[test]
+fn a_member_of_a_lost_state_does_not_rebuild_into_the_new_one() {
+    let Some((pg, _)) = servers() else { return };
+    let Some(mut own) = OwnRedis::start(&[]) else {
+        return;
+    };
+    let redis = own.url();
+    common::runtime().block_on(async {
+        let table = unique_name("fleet");
+        let name = unique_name("fleet");
+        let config = config(&name)
+            .lease(Duration::from_secs(10))
+            .renewing_every(Duration::from_secs(4))
+            .write_bound(Duration::from_secs(2));
+        let a = guard(store(&pg, &table).await);
+        let fleet_a = Fleet::join(&a, coordinator(&redis, &name).await, config.clone())
+            .await
+            .unwrap();
+        until("A serves", || fleet_a.stats().serving).await;
+        let announcement = fleet_a.announce_created(&77).await.unwrap();
+        own.kill();
+        own.launch();
+        // A has not noticed the loss (its next renewal is seconds away) and rebuilds, once its
+        // connection to the coordinator is back.
+        let outcome = loop {
+            match a.rebuild().await {
+                Err(GuardError::Fleet(FleetError::Coordinator(_))) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => break other,
+            }
+        };
+        match outcome {
+            Err(GuardError::Fleet(FleetError::Guard(why))) => {
+                assert!(why.contains("state"), "{why}")
+            }
+            other => panic!("a rebuild read the new state's creates in flight: {other:?}"),
+        }
+        assert!(
+            !fleet_a.stats().serving,
+            "A serves after its state was lost"
+        );
+        let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .execute(&format!("INSERT INTO \"{table}\" VALUES (77, 'late')"), &[])
+            .await
+            .unwrap();
+        assert_ne!(a.admit(&77), Admission::Blocked);
+        until("A rejoined, rebuilt and serves", || fleet_a.stats().serving).await;
+        assert_ne!(a.admit(&77), Admission::Blocked);
+        assert!(fleet_a.stats().rejoins >= 1);
+        drop(announcement);
+        fleet_a.leave().await;
     });
 }

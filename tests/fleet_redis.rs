@@ -903,3 +903,33 @@ fn a_registration_reports_the_states_age() {
         );
     });
 }
+
+/// The creates in flight are read only for the member's own state ([fleet.M7]), and a state
+/// whose recorded birth belongs to another epoch is dated from now.
+#[test]
+fn in_flight_creates_are_read_for_one_state_and_a_stale_birth_is_ignored() {
+    with_fleet(|url, name| async move {
+        let c = coordinator(&url, &name).await;
+        let first = c.register(A, None, LEASE).await.unwrap();
+        c.announce_create(A, b"ada").await.unwrap();
+        assert_eq!(
+            c.in_flight_of(&first.state).await.unwrap(),
+            Some(vec![b"ada".to_vec()])
+        );
+        assert_eq!(c.in_flight_of("another").await.unwrap(), None);
+        // A birth written for another epoch (a partial loss, a hand's edit) counts for nothing.
+        let mut connection = connection(&url).await;
+        let _: () = redis::cmd("SET")
+            .arg(format!("{}:born", c.key_prefix()))
+            .arg("another 1")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let second = c.register(B, None, LEASE).await.unwrap();
+        assert!(
+            second.state_age < Duration::from_secs(5),
+            "{:?}",
+            second.state_age
+        );
+    });
+}

@@ -409,7 +409,7 @@ fn fleet_keys_left(url: &str, name: &str) -> u64 {
         let client = redis::Client::open(url).unwrap();
         let mut connection = client.get_multiplexed_async_connection().await.unwrap();
         let mut exists = redis::cmd("EXISTS");
-        for suffix in ["log", "acks", "members", "epoch", "inflight"] {
+        for suffix in ["log", "acks", "members", "epoch", "inflight", "born"] {
             exists.arg(format!("cuckoo-guard:{{{name}}}:{suffix}"));
         }
         exists.query_async(&mut connection).await.unwrap()

@@ -190,6 +190,9 @@ pub struct Batch {
     pub acks: Vec<(MemberId, Position)>,
     /// The cursor of the acknowledgement feed after this batch.
     pub acks_cursor: Position,
+    /// For a batch with entries, the coordinator state's id read right after them (empty if
+    /// it has none): entries of another state than the member's are not applied.
+    pub state: Option<String>,
 }
 
 /// The shared state of a fleet. Every method is one round trip and, where it says so, one
@@ -319,6 +322,13 @@ pub trait Coordinator: Send + Sync + 'static {
 
     /// The keys of the creates in flight.
     fn in_flight(&self) -> impl Future<Output = Result<Vec<Vec<u8>>, Self::Error>> + Send;
+
+    /// The keys of the creates in flight if the coordinator's state is `state`, read in one
+    /// atomic step with the state; `None` if it is another (the list of `state` was lost).
+    fn in_flight_of(
+        &self,
+        state: &str,
+    ) -> impl Future<Output = Result<Option<Vec<Vec<u8>>>, Self::Error>> + Send;
 
     /// Whether entries after `after` may have been trimmed (the log's first entry is past
     /// the one after `after`, or the log was replaced).

@@ -470,11 +470,23 @@ impl<C: Coordinator, K: FleetKey + Send + Sync + 'static> FleetLink<K> for Share
     fn in_flight(&self) -> BoxFuture<'_, Result<Vec<K>, FleetError>> {
         Box::pin(async move {
             self.call();
-            let keys = self
+            let state_id = self.state().state_id.clone();
+            let Some(keys) = self
                 .coordinator
-                .in_flight()
+                .in_flight_of(&state_id)
                 .await
-                .map_err(|error| FleetError::Coordinator(Box::new(error)))?;
+                .map_err(|error| FleetError::Coordinator(Box::new(error)))?
+            else {
+                // [fleet.M7]: this member's state was lost, with its creates in flight: a scan
+                // now could miss a write acknowledged in it. Out of service, rejoin; the
+                // rebuild fails, and the rejoin's own waits for the new state to age.
+                self.state().rejoin = true;
+                (self.stop)();
+                self.wake.notify_one();
+                return Err(FleetError::Guard(String::from(
+                    "the coordinator's state changed: the member rejoins before it rebuilds",
+                )));
+            };
             // A key that does not decode cannot be in this guard's store: skipped, counted.
             let decoded: Vec<K> = keys.iter().filter_map(|bytes| K::decode(bytes)).collect();
             add(
@@ -1282,6 +1294,15 @@ where
             .applier_beat
             .store(guard.core().fleet_now(), Ordering::Relaxed);
         acks_cursor = batch.acks_cursor;
+        if let Some(state_of_batch) = &batch.state {
+            if *state_of_batch != shared.state().state_id {
+                // [fleet.M7]: entries of another state than this member's (its state was
+                // lost): not applied, not acknowledged; the member rejoins.
+                stop_and_rejoin(&guard, &shared);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        }
         if !batch.acks.is_empty() {
             for (member, position) in &batch.acks {
                 shared.note_ack(*member, *position);
@@ -1519,9 +1540,13 @@ where
     St: AsyncStore,
     H: BuildHasher + Sync,
 {
+    // The coordinator's clock measured the age, this member's measures the wait: both may
+    // run off by the rate error.
+    let error = 2.0 * shared.config.clock_rate_error_value();
     let left = shared
         .config
         .write_bound_value()
+        .mul_f64(1.0 + error)
         .saturating_sub(registration.state_age);
     guard
         .core()

@@ -100,14 +100,19 @@
 //! # Assumptions
 //!
 //! Clock *rates* of the members and the coordinator differ by at most
-//! [`FleetConfig::clock_rate_error`] (1% by default); clock offsets do not matter. Writers
-//! outside the fleet must announce their creates ([`Fleet::announce_created`]); the
-//! coordinator must not evict keys (`noeviction`). The coordinator loses no acknowledged
-//! write: one Redis server (a restart that loses data is a new state, handled above), or
-//! replicas with `WAIT`/`WAITAOF` before failovers; a failover to a replica that lacks
-//! acknowledged entries but keeps the state's id is not detected (stop the fleet's members,
-//! or delete the state's `epoch` key, after such a failover). On platforms other than Linux
-//! the fleet clock is `Instant`, which may stop while the machine is suspended.
+//! [`FleetConfig::clock_rate_error`] (1% by default); the members' clock offsets do not
+//! matter. The coordinator's wall clock (Redis `TIME`) dates a new state: it must not be
+//! stepped forward during a state's first [`FleetConfig::write_bound`] (a host that boots
+//! with a wrong clock and has it corrected by a step), nor differ between a server and the
+//! replica that replaces it. A create's store write commits within `write_bound` of its
+//! acknowledgement, queueing, retries and pauses of the writer included. Writers outside the
+//! fleet must announce their creates ([`Fleet::announce_created`]); the coordinator must not
+//! evict keys (`noeviction`). The coordinator loses no acknowledged write: one Redis server
+//! (a restart that loses data is a new state, handled above), or replicas with
+//! `WAIT`/`WAITAOF` before failovers; a failover to a replica that lacks acknowledged
+//! entries but keeps the state's id is not detected (stop the fleet's members after such a
+//! failover). On platforms other than Linux the fleet clock is `Instant`, which may stop
+//! while the machine is suspended.
 
 mod coordinator;
 mod key;
@@ -466,6 +471,10 @@ impl FleetConfig {
 
     pub(crate) fn seal_hold_value(&self) -> Duration {
         self.seal_hold
+    }
+
+    pub(crate) fn clock_rate_error_value(&self) -> f64 {
+        self.clock_rate_error
     }
 
     pub(crate) fn write_bound_value(&self) -> Duration {

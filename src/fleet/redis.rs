@@ -76,6 +76,12 @@ local function seal_fields(record)
 end
 ";
 
+/// `KEYS`: epoch, inflight. `ARGV`: the state.
+const IN_FLIGHT_OF: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+return redis.call('HVALS', KEYS[2])
+";
+
 /// `KEYS`: log, trimmed.
 const INFO: &str = r"
 return stream_info(KEYS[1], KEYS[2])
@@ -89,7 +95,7 @@ const REGISTER: &str = r"
 local fresh = 0
 if redis.call('EXISTS', KEYS[5]) == 0 then
   fresh = 1
-  redis.call('SET', KEYS[11], string.format('%d', now_ms()))
+  redis.call('SET', KEYS[11], ARGV[5] .. ' ' .. string.format('%d', now_ms()))
   redis.call('SET', KEYS[5], ARGV[5])
   if tonumber(ARGV[6]) > 0 then
     redis.call('SET', KEYS[6], '1', 'PX', ARGV[6])
@@ -122,10 +128,12 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SET', KEYS[9], '1', 'PX', ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], 0)
 redis.call('HSET', KEYS[3], ARGV[1], acked)
-local born = tonumber(redis.call('GET', KEYS[11]) or '')
-if not born then
+local epoch = redis.call('GET', KEYS[5])
+local born_of, born = string.match(redis.call('GET', KEYS[11]) or '', '^(%S+) (%d+)$')
+born = tonumber(born)
+if born_of ~= epoch or not born then
   born = now_ms()
-  redis.call('SET', KEYS[11], string.format('%d', born))
+  redis.call('SET', KEYS[11], epoch .. ' ' .. string.format('%d', born))
 end
 local age = math.max(0, now_ms() - born)
 return {top, redis.call('HVALS', KEYS[4]), kept, redis.call('GET', KEYS[5]), fresh, sealed, age}
@@ -187,7 +195,7 @@ return removed
 /// ms. Begins a state (epoch, birth and hold) if there is none, as `register` does.
 const ANNOUNCE_CREATE: &str = r"
 if redis.call('EXISTS', KEYS[5]) == 0 then
-  redis.call('SET', KEYS[6], string.format('%d', now_ms()))
+  redis.call('SET', KEYS[6], ARGV[3] .. ' ' .. string.format('%d', now_ms()))
   redis.call('SET', KEYS[5], ARGV[3])
   if tonumber(ARGV[4]) > 0 then
     redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
@@ -534,6 +542,7 @@ impl RedisCoordinatorBuilder {
             trim: with_helpers(TRIM),
             put_seal: with_helpers(PUT_SEAL),
             peek_seal: with_helpers(PEEK_SEAL),
+            in_flight_of: Script::new(IN_FLIGHT_OF),
         };
         Ok(RedisCoordinator {
             shared: Arc::new(Shared {
@@ -599,6 +608,7 @@ struct Scripts {
     trim: Script,
     put_seal: Script,
     peek_seal: Script,
+    in_flight_of: Script,
 }
 
 struct Shared {
@@ -635,7 +645,7 @@ struct Shared {
 /// | `p:trimmed` | string | the greatest position [`trim`](Coordinator::trim) removed |
 /// | `p:epoch` | string | a random value, present while the coordinator's state exists |
 /// | `p:hold` | string | present (with a `PX` time to live) while creates are held |
-/// | `p:born` | string | when the state began, in ms of the server's clock (`TIME`) |
+/// | `p:born` | string | the epoch and when that state began, in ms of the server's clock (`TIME`): `<epoch> <ms>` |
 /// | `p:seals` | hash | seal id (decimal) → a sealed snapshot's record, below |
 ///
 /// A log entry's fields: `o` (`c` create, `d` delete), `k` (the key's bytes), `i` (the origin
@@ -1394,8 +1404,19 @@ impl Coordinator for RedisCoordinator {
             .query_async(&mut connection)
             .await
             .map_err(command("read"))?;
+        let mut batch = batch(&reply, keys, acks_after)?;
+        if !batch.entries.is_empty() {
+            // After the entries: a state read here that is the member's was the state when
+            // they were read (a lost state does not come back).
+            let state: Option<String> = redis::cmd("GET")
+                .arg(&keys.epoch)
+                .query_async(&mut connection)
+                .await
+                .map_err(command("read the state"))?;
+            batch.state = Some(state.unwrap_or_default());
+        }
         self.reader_done(connection);
-        batch(&reply, keys, acks_after)
+        Ok(batch)
     }
 
     async fn ack(&self, member: MemberId, position: Position) -> Result<(), RedisCoordinatorError> {
@@ -1493,6 +1514,22 @@ impl Coordinator for RedisCoordinator {
         redis::cmd("HVALS")
             .arg(&self.keys().inflight)
             .query_async(&mut self.connection())
+            .await
+            .map_err(command("read the creates in flight"))
+    }
+
+    async fn in_flight_of(
+        &self,
+        state: &str,
+    ) -> Result<Option<Vec<Vec<u8>>>, RedisCoordinatorError> {
+        let keys = self.keys();
+        self.shared
+            .scripts
+            .in_flight_of
+            .key(&keys.epoch)
+            .key(&keys.inflight)
+            .arg(state)
+            .invoke_async(&mut self.connection())
             .await
             .map_err(command("read the creates in flight"))
     }

@@ -145,6 +145,7 @@ pub(crate) fn remove_fleet_keys(redis_url: &str, name: &str) -> Result<(), CliEr
     let mut del = ::redis::cmd("DEL");
     for suffix in [
         "log", "acks", "members", "renewals", "acked", "inflight", "trimmed", "epoch", "hold",
+        "born", "seals",
     ] {
         del.arg(format!("{prefix}:{suffix}"));
     }
