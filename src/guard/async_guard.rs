@@ -899,39 +899,17 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
         if !St::SEALS {
             return Err(GuardError::SealUnsupported);
         }
-        let turn = self.core().begin_seal::<St::Error>()?;
-        let secret = Arc::new(new_seal_secret().map_err(GuardError::Snapshot)?);
-        let seal = secret.id();
-        let path = path.as_ref().to_owned();
         let store = &self.inner.store;
         // A running rebuild ends on its own (a scan, or an error); the seal waits for it.
-        let written = seal_async(
-            turn,
-            || store.write_seal(&secret),
-            gate_pause,
-            |file| {
-                let secret = Arc::clone(&secret);
-                // The write holds the claim until it ends, also if this future is dropped
-                // meanwhile and the write goes on: no rebuild swaps the filter and no other
-                // seal starts until this file is in place or abandoned.
-                blocking(
-                    move || {
-                        file.write(|filter| snapshot::write_file(filter, &path, Some(&*secret)))
-                    },
-                    || Err(shut_down()),
-                )
-            },
-        )
+        self.seal_with(path, |secret, _| async move {
+            store.write_seal(&secret).await.map_err(GuardError::Store)
+        })
         .await
-        .map_err(GuardError::Store)?
-        .map_err(GuardError::Snapshot)?;
-        Ok(Sealed { seal, written })
     }
 
-    /// [`seal`](Self::seal) with the seal kept elsewhere than in the store ([seal.S2] runs
-    /// `write_seal` with the new secret and the current generation's scan position,
-    /// [fleet.F5]); for any store.
-    #[cfg_attr(not(feature = "fleet"), allow(dead_code))]
+    /// The seal's steps ([seal.S1]-[seal.S4]) with `write_seal` as [seal.S2], given the new
+    /// secret and the current generation's scan position ([fleet.F5]): the store's seal for
+    /// [`seal`](Self::seal), a fleet's record for [`crate::fleet::Fleet::seal`].
     pub(crate) async fn seal_with<F, Fut>(
         &self,
         path: impl AsRef<Path>,
@@ -964,6 +942,9 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
             gate_pause,
             |file| {
                 let secret = Arc::clone(&secret);
+                // The write holds the claim until it ends, also if this future is dropped
+                // meanwhile and the write goes on: no rebuild swaps the filter and no other
+                // seal starts until this file is in place or abandoned.
                 blocking(
                     move || {
                         file.write(|filter| snapshot::write_file(filter, &path, Some(&*secret)))
