@@ -249,7 +249,7 @@ pub enum SnapshotError {
     UnsupportedVersion {
         /// The version the input names.
         found: u16,
-        /// The version this build reads and writes.
+        /// The version this build writes (it also reads the one before).
         supported: u16,
     },
     /// The header's checksum does not match its bytes: the header is damaged.

@@ -9,7 +9,9 @@ use ahash::RandomState;
 use crate::error::{BuildError, InsertError};
 use crate::sizing::{buckets_for, design_false_positive_rate, fingerprint_bits_for, max_capacity};
 use crate::stats::Stats;
-use crate::table::{GrowFailure, GrowingInsertFailure, Inserted, Table, Tables, MAX_PATH_LEN};
+use crate::table::{
+    GrowFailure, GrowingInsertFailure, Inserted, Table, Tables, Width, MAX_PATH_LEN,
+};
 
 /// The default maximum cuckoo path length, in buckets (libcuckoo's `MAX_BFS_PATH_LEN`).
 const DEFAULT_MAX_PATH_LEN: usize = 5;
@@ -258,22 +260,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(found[1]);
     /// ```
     pub fn contains_many<K: Hash>(&self, keys: &[K], results: &mut [bool]) {
-        if self.tables.has_grown() {
-            assert_eq!(
-                keys.len(),
-                results.len(),
-                "contains_many: {} keys but {} result slots",
-                keys.len(),
-                results.len()
-            );
-            for (key, result) in keys.iter().zip(results) {
-                *result = self.contains(key);
-            }
-        } else {
-            self.tables
-                .base()
-                .contains_many(&self.hash_builder, keys, results);
-        }
+        self.tables.contains_many(&self.hash_builder, keys, results);
     }
 
     /// Removes one copy of `key`'s fingerprint; returns whether one was found.
@@ -463,6 +450,27 @@ impl<S> CuckooFilter<S> {
         self.len() as f64 / self.capacity() as f64
     }
 
+    /// The share of the newest table's bucket overflow bits that are set, sampled (see
+    /// [`Stats::overflow_share`]): the share of negative lookups that read two cache lines
+    /// instead of one. 0 for layouts without overflow bits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// assert_eq!(filter.overflow_share(), 0.0);
+    /// for key in 0..1_000u32 {
+    ///     filter.insert(&key)?;
+    /// }
+    /// assert!(filter.overflow_share() > 0.0); // some keys live in their alternate bucket
+    /// # Ok::<(), cuckoo_guard::InsertError>(())
+    /// ```
+    pub fn overflow_share(&self) -> f64 {
+        self.tables.overflow_share()
+    }
+
     /// The false-positive rate expected at the current load: in each table, a lookup
     /// compares its fingerprint with `8 x load` stored ones on average, each matching with
     /// probability `1 / (2^bits - 1)`; a grown filter sums the rates of its tables.
@@ -495,11 +503,11 @@ impl<S> CuckooFilter<S> {
     ///
     /// let filter = CuckooFilter::with_capacity(1_000);
     /// let rate = filter.configured_false_positive_rate();
-    /// assert!(rate > 0.0001 && rate < 0.0002); // 16-bit fingerprints at 95% load
+    /// assert!(rate > 0.0002 && rate < 0.0003); // the 16-bit class (15-bit fingerprints) at 95% load
     /// assert_eq!(filter.expected_false_positive_rate(), 0.0); // empty
     /// ```
     pub fn configured_false_positive_rate(&self) -> f64 {
-        design_false_positive_rate(self.fingerprint_bits())
+        design_false_positive_rate(self.tables.base().width())
     }
 
     /// Bits per fingerprint (8 or 16).
@@ -1002,11 +1010,12 @@ impl<S> Builder<S> {
             max: max_capacity(),
         };
         let buckets = buckets_for(capacity).ok_or(too_large)?;
-        let word_bytes = if bits == 8 { 4 } else { 8 };
+        let width = Width::for_class(bits);
         let allocation_failed = BuildError::AllocationFailed {
-            bytes: buckets.saturating_mul(word_bytes),
+            bytes: buckets.saturating_mul(width.word_bytes()),
         };
-        let table = Table::new(bits, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
+        let table =
+            Table::new(width, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
         Ok(CuckooFilter {
             hash_builder: self.hash_builder,
             hash_keys: self.hash_keys,

@@ -1,8 +1,10 @@
 //! Fingerprints, bucket words and the alternate-bucket function.
 //!
-//! A bucket is four fingerprint slots packed into one aligned atomic word: 4 x 16 bits in an
-//! `AtomicU64` ([`Fp16`]) or 4 x 8 bits in an `AtomicU32` ([`Fp8`]). A fingerprint is never 0;
-//! 0 marks an empty slot. No loop runs per slot: a lookup compares both of its buckets at once
+//! A bucket is four fingerprint slots packed into one aligned atomic word: 4 x 15 bits and four
+//! overflow bits in an `AtomicU64` ([`Fp15`], the 16-bit class), 4 x 16 bits in an `AtomicU64`
+//! ([`Fp16`], the plain layout of format-2 snapshots) or 4 x 8 bits in an `AtomicU32`
+//! ([`Fp8`]). A fingerprint is never 0; 0 marks an empty slot. The overflow bits are the
+//! one-line negatives' (`table::overflow`). No loop runs per slot: a lookup compares both of its buckets at once
 //! in one SSE2 register on x86_64 ([`pair_has_match`]); elsewhere, and for the writers' slot
 //! searches, matching is SWAR (SIMD within a register): one XOR with the fingerprint repeated
 //! in every lane, then a zero-lane test.
@@ -21,19 +23,36 @@ pub(crate) const SLOTS: usize = 4;
 /// The packing of four fingerprints into one atomic bucket word.
 ///
 /// Words are handled as `u64` whatever their atomic width, so the table code is written once.
+/// A *lane* is one slot's `STRIDE` bits; its fingerprint is the low `BITS` of them.
 pub(crate) trait Layout: Send + Sync + 'static {
     /// The atomic type of one bucket.
     type Word: Send + Sync;
     /// Bits per fingerprint.
     const BITS: u32;
+    /// Bits from one lane to the next: `BITS`, or `BITS + 1` where each lane's top bit is one
+    /// of the bucket's overflow bits.
+    const STRIDE: u32;
     /// The lowest bit of every lane (`0x0001_0001_0001_0001` for 16-bit lanes).
     const LO: u64;
     /// The highest bit of every lane (`0x8000_8000_8000_8000` for 16-bit lanes).
     const HI: u64;
     /// All bits of every lane but the highest.
     const LOW_BITS: u64;
-    /// The mask of one lane.
+    /// The fingerprint mask of one lane.
     const LANE: u64;
+    /// The bucket's overflow bits; 0 for a layout without them.
+    const OVERFLOW: u64;
+    /// Every fingerprint bit of a word.
+    const FP_MASK: u64 = Self::LO * Self::LANE;
+    /// Bits per slot, overflow bits included: the width class the filter reports.
+    const CLASS: u32 = Self::STRIDE;
+
+    /// The overflow bit of fingerprint `fp` (0 for a layout without overflow bits).
+    #[inline(always)]
+    fn overflow_bit(fp: u64) -> u64 {
+        let _ = fp;
+        0
+    }
 
     fn new_word() -> Self::Word;
     /// A word holding `value` (whose high bits beyond the word's width are 0).
@@ -42,9 +61,49 @@ pub(crate) trait Layout: Send + Sync + 'static {
     fn store(word: &Self::Word, value: u64, order: Ordering);
 }
 
-/// Four 16-bit fingerprints in an `AtomicU64`: about 0.012% false positives at 95% load.
+/// Four 16-bit fingerprints in an `AtomicU64`: about 0.012% false positives at 95% load. The
+/// layout of the 16-bit class in format-2 snapshots, which hold no overflow bits; new filters
+/// use [`Fp15`].
 #[derive(Debug)]
 pub(crate) enum Fp16 {}
+
+/// Four 15-bit fingerprints and four overflow bits in an `AtomicU64`: about 0.023% false
+/// positives at 95% load. Each 16-bit lane holds a fingerprint in its low 15 bits; the lanes'
+/// top bits are the bucket's overflow bits, bit `fp >> 13` for fingerprint `fp`.
+#[derive(Debug)]
+pub(crate) enum Fp15 {}
+
+impl Layout for Fp15 {
+    type Word = AtomicU64;
+    const BITS: u32 = 15;
+    const STRIDE: u32 = 16;
+    const LO: u64 = 0x0001_0001_0001_0001;
+    const HI: u64 = 0x8000_8000_8000_8000;
+    const LOW_BITS: u64 = 0x7FFF_7FFF_7FFF_7FFF;
+    const LANE: u64 = 0x7FFF;
+    const OVERFLOW: u64 = 0x8000_8000_8000_8000;
+
+    #[inline(always)]
+    fn overflow_bit(fp: u64) -> u64 {
+        0x8000 << ((fp >> 13) << 4)
+    }
+    #[inline]
+    fn new_word() -> AtomicU64 {
+        AtomicU64::new(0)
+    }
+    #[inline]
+    fn word(value: u64) -> AtomicU64 {
+        AtomicU64::new(value)
+    }
+    #[inline(always)]
+    fn load(word: &AtomicU64, order: Ordering) -> u64 {
+        word.load(order)
+    }
+    #[inline(always)]
+    fn store(word: &AtomicU64, value: u64, order: Ordering) {
+        word.store(value, order);
+    }
+}
 
 /// Four 8-bit fingerprints in an `AtomicU32`: about 3% false positives at 95% load.
 #[derive(Debug)]
@@ -53,6 +112,8 @@ pub(crate) enum Fp8 {}
 impl Layout for Fp16 {
     type Word = AtomicU64;
     const BITS: u32 = 16;
+    const STRIDE: u32 = 16;
+    const OVERFLOW: u64 = 0;
     const LO: u64 = 0x0001_0001_0001_0001;
     const HI: u64 = 0x8000_8000_8000_8000;
     const LOW_BITS: u64 = 0x7FFF_7FFF_7FFF_7FFF;
@@ -79,6 +140,8 @@ impl Layout for Fp16 {
 impl Layout for Fp8 {
     type Word = AtomicU32;
     const BITS: u32 = 8;
+    const STRIDE: u32 = 8;
+    const OVERFLOW: u64 = 0;
     const LO: u64 = 0x0101_0101;
     const HI: u64 = 0x8080_8080;
     const LOW_BITS: u64 = 0x7F7F_7F7F;
@@ -198,11 +261,11 @@ pub(crate) fn splat<L: Layout>(fp: u64) -> u64 {
 /// The classic "has a zero lane" test: borrows can flag extra lanes above a zero lane, but the
 /// yes/no answer for the whole word is exact.
 ///
-/// The lookup path uses [`pair_has_match`], which is SSE2 on x86_64 and this test elsewhere.
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+/// The two-line lookup uses [`pair_has_match`], which is SSE2 on x86_64 and this test
+/// elsewhere; the one-line read uses this test ([`word_has_match`]).
 #[inline(always)]
 pub(crate) fn has_match<L: Layout>(word: u64, pattern: u64) -> bool {
-    let x = word ^ pattern;
+    let x = (word ^ pattern) & L::FP_MASK;
     (x.wrapping_sub(L::LO) & !x & L::HI) != 0
 }
 
@@ -229,8 +292,8 @@ pub(crate) fn pair_has_match<L: Layout>(a: u64, b: u64, fp: u64) -> bool {
         // SAFETY: these intrinsics only require SSE2, which the cfg above proves is enabled
         // for the whole build; they take no pointers and operate on register values only.
         unsafe {
-            let words = _mm_set_epi64x(b as i64, a as i64);
-            let equal = if L::BITS == 16 {
+            let words = _mm_set_epi64x((b & L::FP_MASK) as i64, (a & L::FP_MASK) as i64);
+            let equal = if L::STRIDE == 16 {
                 _mm_cmpeq_epi16(words, _mm_set1_epi16(fp as u16 as i16))
             } else {
                 _mm_cmpeq_epi8(words, _mm_set1_epi8(fp as u8 as i8))
@@ -258,32 +321,38 @@ pub(crate) fn zero_lanes<L: Layout>(x: u64) -> u64 {
 /// The lanes of `word` that hold `fp` (as lane high bits).
 #[inline(always)]
 pub(crate) fn matching_lanes<L: Layout>(word: u64, fp: u64) -> u64 {
-    zero_lanes::<L>(word ^ splat::<L>(fp))
+    zero_lanes::<L>((word ^ splat::<L>(fp)) & L::FP_MASK)
 }
 
 /// The empty lanes of `word` (as lane high bits).
 #[inline(always)]
 pub(crate) fn empty_lanes<L: Layout>(word: u64) -> u64 {
-    zero_lanes::<L>(word)
+    zero_lanes::<L>(word & L::FP_MASK)
+}
+
+/// Whether `word` holds fingerprint `fp`: the one-line read's comparison (SWAR).
+#[inline(always)]
+pub(crate) fn word_has_match<L: Layout>(word: u64, fp: u64) -> bool {
+    has_match::<L>(word, splat::<L>(fp))
 }
 
 /// The slot index of the lowest lane flagged in a non-zero lane mask.
 #[inline(always)]
 pub(crate) fn first_lane<L: Layout>(mask: u64) -> usize {
     debug_assert!(mask != 0);
-    (mask.trailing_zeros() / L::BITS) as usize
+    (mask.trailing_zeros() / L::STRIDE) as usize
 }
 
 /// The fingerprint in slot `slot` of `word` (0 if empty).
 #[inline(always)]
 pub(crate) fn lane<L: Layout>(word: u64, slot: usize) -> u64 {
-    (word >> (slot as u32 * L::BITS)) & L::LANE
+    (word >> (slot as u32 * L::STRIDE)) & L::LANE
 }
 
-/// `word` with slot `slot` set to `fp` (0 clears it).
+/// `word` with slot `slot` set to `fp` (0 clears it); the overflow bits are kept.
 #[inline(always)]
 pub(crate) fn with_lane<L: Layout>(word: u64, slot: usize, fp: u64) -> u64 {
-    let shift = slot as u32 * L::BITS;
+    let shift = slot as u32 * L::STRIDE;
     (word & !(L::LANE << shift)) | (fp << shift)
 }
 

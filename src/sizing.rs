@@ -10,6 +10,7 @@
 
 use crate::error::BuildError;
 use crate::fingerprint::SLOTS;
+use crate::table::Width;
 
 /// The load factor the false-positive rates are quoted at, and the load a default filter
 /// reliably reaches before its first failed insert.
@@ -19,7 +20,8 @@ const DESIGN_LOAD: f64 = 0.95;
 /// design load, so that `capacity` inserts succeed with room to spare.
 const SIZING_LOAD_PERCENT: u128 = 94;
 
-/// The supported fingerprint widths, narrowest first.
+/// The supported width classes (bits per slot), narrowest first. The 16-bit class holds 15-bit
+/// fingerprints and overflow bits.
 const SUPPORTED_BITS: [u32; 2] = [8, 16];
 
 /// The width used when neither a width nor a rate is configured.
@@ -28,10 +30,15 @@ const DEFAULT_BITS: u32 = 16;
 /// The most buckets a table may have.
 const MAX_BUCKETS: u128 = 1 << 32;
 
-/// The false-positive rate a filter of `bits`-bit fingerprints is configured for: the rate at
-/// the design load.
-pub(crate) fn design_false_positive_rate(bits: u32) -> f64 {
-    false_positive_rate(bits, DESIGN_LOAD)
+/// The false-positive rate a table of layout `width` is configured for: the rate at the
+/// design load.
+pub(crate) fn design_false_positive_rate(width: Width) -> f64 {
+    false_positive_rate(width.fingerprint_bits(), DESIGN_LOAD)
+}
+
+/// The design rate of the layout a new filter of the `class`-bit class gets.
+fn class_rate(class: u32) -> f64 {
+    design_false_positive_rate(Width::for_class(class))
 }
 
 /// The false-positive rate of `bits`-bit fingerprints at `load`.
@@ -55,20 +62,20 @@ pub(crate) fn fingerprint_bits_for(
         (Some(bits), _) if !SUPPORTED_BITS.contains(&bits) => {
             Err(BuildError::UnsupportedFingerprintBits { bits })
         }
-        (Some(bits), Some(rate)) if design_false_positive_rate(bits) > rate => {
+        (Some(bits), Some(rate)) if class_rate(bits) > rate => {
             Err(BuildError::FingerprintBitsTooFewForRate {
                 bits,
                 rate,
-                achieved: design_false_positive_rate(bits),
+                achieved: class_rate(bits),
             })
         }
         (Some(bits), _) => Ok(bits),
         (None, Some(rate)) => SUPPORTED_BITS
             .into_iter()
-            .find(|&bits| design_false_positive_rate(bits) <= rate)
+            .find(|&bits| class_rate(bits) <= rate)
             .ok_or(BuildError::UnachievableFalsePositiveRate {
                 rate,
-                best: design_false_positive_rate(SUPPORTED_BITS[SUPPORTED_BITS.len() - 1]),
+                best: class_rate(SUPPORTED_BITS[SUPPORTED_BITS.len() - 1]),
             }),
         (None, None) => Ok(DEFAULT_BITS),
     }
@@ -111,9 +118,10 @@ mod tests {
     #[test]
     fn expected_rates_match_the_paper_formula() {
         // 2 x 4 x 0.95 / 2^f, to within the (1 - x)^n vs n x approximation.
-        for bits in SUPPORTED_BITS {
+        for width in [Width::Fp8, Width::Fp15, Width::Fp16] {
+            let bits = width.fingerprint_bits();
             let approx = 2.0 * 4.0 * 0.95 / (1u64 << bits) as f64;
-            let exact = design_false_positive_rate(bits);
+            let exact = design_false_positive_rate(width);
             assert!(
                 (exact / approx - 1.0).abs() < 0.02,
                 "{bits}: {exact} vs {approx}"

@@ -130,7 +130,7 @@ use crate::error::SnapshotError;
 use crate::filter::{CuckooFilter, Displacement, Growth};
 use crate::secret::SealSecret;
 use crate::sizing::buckets_for;
-use crate::table::{Extra, Table, Tables, MAX_PATH_LEN};
+use crate::table::{Extra, Table, Tables, Width, MAX_PATH_LEN};
 
 impl<S: BuildHasher> CuckooFilter<S> {
     /// Writes a snapshot of the filter to `w` while other threads keep reading and writing
@@ -300,8 +300,12 @@ impl CuckooFilter<RandomState> {
 /// The first 8 bytes of every snapshot.
 const MAGIC: [u8; 8] = *b"\x89CUCKOO\n";
 
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 2;
+/// The format version this build writes. It also reads version 2, whose 16-bit words hold
+/// plain 16-bit fingerprints.
+pub const FORMAT_VERSION: u16 = 3;
+
+/// The oldest format version this build reads.
+const OLDEST_READABLE: u16 = 2;
 
 /// Bytes of the header, its checksum and the MAC included.
 const HEADER_LEN: usize = 128;
@@ -329,7 +333,8 @@ fn probe_of(hasher: &impl BuildHasher) -> u64 {
 /// The configuration a snapshot's header records (its `Debug` leaves out the hash keys).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Header {
-    bits: u32,
+    version: u16,
+    width: Width,
     max_path_len: usize,
     step_shift: u32,
     max_steps: usize,
@@ -346,7 +351,8 @@ pub(crate) struct Header {
 impl std::fmt::Debug for Header {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Header")
-            .field("bits", &self.bits)
+            .field("version", &self.version)
+            .field("width", &self.width)
             .field("max_path_len", &self.max_path_len)
             .field("step_shift", &self.step_shift)
             .field("max_steps", &self.max_steps)
@@ -365,7 +371,8 @@ impl Header {
     fn of<S: BuildHasher>(filter: &CuckooFilter<S>, tables: usize, tag: u64) -> Self {
         let t = filter.tables();
         Header {
-            bits: filter.fingerprint_bits(),
+            version: FORMAT_VERSION,
+            width: t.base().width(),
             max_path_len: filter.max_path_len(),
             step_shift: t.step_shift(),
             max_steps: t.max_growth_steps(),
@@ -383,8 +390,8 @@ impl Header {
     fn encode(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
         h[0..8].copy_from_slice(&MAGIC);
-        h[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        h[10] = self.bits as u8;
+        h[8..10].copy_from_slice(&self.version.to_le_bytes());
+        h[10] = self.width.fingerprint_bits() as u8;
         h[11] = self.max_path_len as u8;
         h[12] = self.step_shift as u8;
         h[13] = self.max_steps as u8;
@@ -418,7 +425,7 @@ impl Header {
             return Err(SnapshotError::BadMagic);
         }
         let version = u16::from_le_bytes([h[8], h[9]]);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE..=FORMAT_VERSION).contains(&version) {
             return Err(SnapshotError::UnsupportedVersion {
                 found: version,
                 supported: FORMAT_VERSION,
@@ -428,10 +435,12 @@ impl Header {
             return Err(SnapshotError::HeaderChecksum);
         }
         let invalid = |field| Err(SnapshotError::InvalidHeader { field });
-        let bits = u32::from(h[10]);
-        if bits != 8 && bits != 16 {
-            return invalid("fingerprint width");
-        }
+        let width = match (version, h[10]) {
+            (_, 8) => Width::Fp8,
+            (_, 16) => Width::Fp16,
+            (3.., 15) => Width::Fp15,
+            _ => return invalid("fingerprint width"),
+        };
         let max_path_len = usize::from(h[11]);
         if !(1..=MAX_PATH_LEN).contains(&max_path_len) {
             return invalid("maximum path length");
@@ -488,7 +497,8 @@ impl Header {
             return invalid("MAC");
         }
         Ok(Header {
-            bits,
+            version,
+            width,
             max_path_len,
             step_shift,
             max_steps,
@@ -509,11 +519,7 @@ impl Header {
     }
 
     fn word_bytes(&self) -> usize {
-        if self.bits == 8 {
-            4
-        } else {
-            8
-        }
+        self.width.word_bytes()
     }
 
     fn growth(&self) -> Growth {
@@ -535,18 +541,23 @@ impl Header {
     }
 }
 
-/// Occupied slots of bucket words of `bits`-bit fingerprints (SWAR: a lane's high bit is
-/// set in `(x & low) + low | x` exactly when the lane is not zero).
+/// Occupied slots of bucket words of layout `width` (SWAR: with the overflow bits masked off,
+/// a lane's high bit is set in `(x & low) + low | x` exactly when the lane is not zero).
 #[inline]
-fn occupied(words: &[u64], bits: u32) -> u64 {
-    let (low, high) = if bits == 8 {
-        (0x7F7F_7F7F, 0x8080_8080)
-    } else {
-        (0x7FFF_7FFF_7FFF_7FFF, 0x8000_8000_8000_8000)
+fn occupied(words: &[u64], width: Width) -> u64 {
+    let (fingerprints, low, high) = match width {
+        Width::Fp8 => (u64::MAX, 0x7F7F_7F7F, 0x8080_8080),
+        Width::Fp15 => (
+            0x7FFF_7FFF_7FFF_7FFF,
+            0x7FFF_7FFF_7FFF_7FFF,
+            0x8000_8000_8000_8000,
+        ),
+        Width::Fp16 => (u64::MAX, 0x7FFF_7FFF_7FFF_7FFF, 0x8000_8000_8000_8000),
     };
     words
         .iter()
-        .map(|&x| u64::from(((((x & low) + low) | x) & high).count_ones()))
+        .map(|&x| x & fingerprints)
+        .map(|x| u64::from(((((x & low) + low) | x) & high).count_ones()))
         .sum()
 }
 
@@ -631,7 +642,7 @@ pub(crate) fn write<S: BuildHasher>(
     // table not copied yet.
     for i in (0..=grown).rev() {
         let extras = tables.table(i).copy_out(CHUNK, |values| {
-            items += occupied(values, header.bits);
+            items += occupied(values, header.width);
             let encoded = encode(values, width, &mut bytes);
             sum.update(encoded);
             written += encoded.len() as u64;
@@ -774,7 +785,7 @@ struct Body<R> {
     sum: Xxh64,
     bytes: Vec<u8>,
     width: usize,
-    bits: u32,
+    layout: Width,
     items: u64,
     extras: u64,
     read: u64,
@@ -787,7 +798,7 @@ impl<R: Read> Body<R> {
             sum: Xxh64::new(header.body_seed()),
             bytes: Vec::new(),
             width: header.word_bytes(),
-            bits: header.bits,
+            layout: header.width,
             items: 0,
             extras: 0,
             read: HEADER_LEN as u64,
@@ -813,7 +824,7 @@ impl<R: Read> Body<R> {
     fn words(&mut self, values: &mut [u64]) -> Result<(), SnapshotError> {
         self.read_hashed(values.len() * self.width)?;
         decode(&self.bytes, self.width, values);
-        self.items += occupied(values, self.bits);
+        self.items += occupied(values, self.layout);
         Ok(())
     }
 
@@ -909,7 +920,7 @@ pub(crate) fn read_tagged<S: BuildHasher>(
     let mut tables = Vec::with_capacity(header.tables);
     for i in (0..header.tables).rev() {
         let table = Table::load(
-            header.bits,
+            header.width,
             header.base_buckets,
             (i > 0).then(|| i as u32 * header.step_shift),
             header.max_path_len,
@@ -922,7 +933,7 @@ pub(crate) fn read_tagged<S: BuildHasher>(
     }
     body.finish()?;
     for (table, raw, buckets) in &mut tables {
-        let extras = check_extras(raw, *buckets, header.bits)?;
+        let extras = check_extras(raw, *buckets, header.width.fingerprint_bits())?;
         if !extras.into_iter().all(|extra| table.place_extra(extra)) {
             return Err(SnapshotError::Overfull);
         }
@@ -1049,8 +1060,11 @@ pub(crate) fn read_file<S: BuildHasher>(
 pub struct Info {
     /// The format version.
     pub format_version: u16,
-    /// Bits per fingerprint: 8 or 16.
+    /// Bits per slot: 8 or 16.
     pub fingerprint_bits: u32,
+    /// Whether the buckets hold overflow bits (the 16-bit class of format 3: 15-bit
+    /// fingerprints); format-2 files of the 16-bit class hold plain 16-bit fingerprints.
+    pub overflow_bits: bool,
     /// Buckets of the base table.
     pub base_buckets: u64,
     /// Tables in the snapshot (1 + the growth steps the filter had taken).
@@ -1189,7 +1203,7 @@ pub fn inspect(mut r: impl Read) -> Result<Info, SnapshotError> {
         let (items, extras) = (body.items, body.extras);
         let bytes = body.finish()?;
         for (raw, buckets) in &checked {
-            check_extras(raw, *buckets, header.bits)?;
+            check_extras(raw, *buckets, header.width.fingerprint_bits())?;
         }
         Ok(BodyInfo {
             items,
@@ -1198,8 +1212,9 @@ pub fn inspect(mut r: impl Read) -> Result<Info, SnapshotError> {
         })
     })();
     Ok(Info {
-        format_version: FORMAT_VERSION,
-        fingerprint_bits: header.bits,
+        format_version: header.version,
+        fingerprint_bits: header.width.class(),
+        overflow_bits: header.width == Width::Fp15,
         base_buckets: header.base_buckets as u64,
         tables: header.tables,
         buckets,

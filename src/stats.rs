@@ -59,6 +59,13 @@ pub struct Stats {
     /// [`Builder::growth`](crate::Builder::growth)); the filter probes `1 + growth_steps`
     /// tables per lookup.
     pub growth_steps: usize,
+    /// The share of the newest table's bucket overflow bits that are set (sampled from up to
+    /// 16,384 buckets; 0 for the 8-bit class and for filters loaded from format-2 snapshots of
+    /// the 16-bit class, which have none). A negative lookup whose bit is clear reads one
+    /// cache line instead of two; bits are never cleared, so the share only grows with
+    /// displacements and inserts into alternate buckets until a rebuild (see
+    /// [`RebuildPolicy::max_overflow_share`](crate::guard::RebuildPolicy::max_overflow_share)).
+    pub overflow_share: f64,
 }
 
 impl Stats {
@@ -86,5 +93,6 @@ impl Stats {
         self.path_retries += other.path_retries;
         self.read_retries += other.read_retries;
         self.read_fallbacks += other.read_fallbacks;
+        self.overflow_share = other.overflow_share;
     }
 }

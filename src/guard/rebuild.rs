@@ -39,19 +39,21 @@ pub struct RebuildPolicy {
     load_threshold: f64,
     stale_share: f64,
     on_growth: bool,
+    overflow_share: f64,
     headroom: f64,
     page_size: usize,
 }
 
 impl Default for RebuildPolicy {
-    /// Automatic, at 90% load, on growth, at 10% stale copies; sized for 1.5 times the keys
-    /// found; scanned 1,000 keys per page.
+    /// Automatic, at 90% load, on growth, at 10% stale copies, at half the overflow bits set;
+    /// sized for 1.5 times the keys found; scanned 1,000 keys per page.
     fn default() -> Self {
         RebuildPolicy {
             automatic: true,
             load_threshold: 0.9,
             stale_share: 0.1,
             on_growth: true,
+            overflow_share: 0.5,
             headroom: 1.5,
             page_size: 1_000,
         }
@@ -79,6 +81,8 @@ pub enum PolicyError {
     Headroom(f64),
     /// The page size is 0.
     PageSize,
+    /// The overflow share is not in (0, 1].
+    OverflowShare(f64),
 }
 
 impl fmt::Display for PolicyError {
@@ -90,6 +94,9 @@ impl fmt::Display for PolicyError {
             PolicyError::StaleShare(v) => write!(f, "rebuild stale share {v} is not in (0, 1]"),
             PolicyError::Headroom(v) => write!(f, "rebuild headroom {v} is not in [1, 16]"),
             PolicyError::PageSize => write!(f, "rebuild page size must be at least 1"),
+            PolicyError::OverflowShare(v) => {
+                write!(f, "rebuild overflow share {v} is not in (0, 1]")
+            }
         }
     }
 }
@@ -200,6 +207,37 @@ impl RebuildPolicy {
         self
     }
 
+    /// Rebuild once `share` of the filter's overflow bits are set, in (0, 1] (1: never for this
+    /// reason).
+    ///
+    /// A negative lookup in the 16-bit class reads one cache line when its fingerprint's
+    /// overflow bit is clear in its primary bucket, two when it is set. Displacements and
+    /// inserts into alternate buckets set bits and nothing but a rebuild clears them, so in a
+    /// long-lived filter with churn the share creeps up and negatives slow down; a rebuilt
+    /// filter starts with the bits its keys need (see [`Stats::overflow_share`]).
+    ///
+    /// [`Stats::overflow_share`]: crate::Stats::overflow_share
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::OverflowShare`] outside (0, 1] or NaN.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// assert!(RebuildPolicy::default().max_overflow_share(0.4).is_ok());
+    /// assert!(RebuildPolicy::default().max_overflow_share(0.0).is_err());
+    /// ```
+    pub fn max_overflow_share(mut self, share: f64) -> Result<Self, PolicyError> {
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(PolicyError::OverflowShare(share));
+        }
+        self.overflow_share = share;
+        Ok(self)
+    }
+
     /// The rebuilt filter's capacity as a multiple of the fingerprints the old one holds when
     /// the rebuild starts (the new keys' room before the next rebuild), in [1, 16].
     ///
@@ -264,6 +302,10 @@ impl RebuildPolicy {
     pub(crate) fn rebuilds_on_growth(&self) -> bool {
         self.on_growth
     }
+
+    pub(crate) fn overflow_share_value(&self) -> f64 {
+        self.overflow_share
+    }
 }
 
 /// Why a rebuild ran.
@@ -286,6 +328,8 @@ pub enum RebuildReason {
     Growth,
     /// Stale copies passed the policy's share.
     StaleCopies,
+    /// Overflow bits passed the policy's share.
+    OverflowBits,
 }
 
 impl fmt::Display for RebuildReason {
@@ -295,6 +339,7 @@ impl fmt::Display for RebuildReason {
             RebuildReason::Load => "the load passed the threshold",
             RebuildReason::Growth => "the filter grew",
             RebuildReason::StaleCopies => "stale copies passed the share",
+            RebuildReason::OverflowBits => "overflow bits passed the share",
         })
     }
 }

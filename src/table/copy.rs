@@ -245,6 +245,30 @@ impl CopyState {
         self.check_straddle(other, fp);
     }
 
+    /// \[copy.C5\], called under the locks of a put into the alternate after its stores: the
+    /// overflow bit it set in `primary` \[overflow.W2\] may be missing from the copy if the
+    /// copier read `primary` before it, so the pair gets an extra (placed with both buckets'
+    /// bits).
+    #[inline]
+    pub(crate) fn after_mark(&self, watch: Watch, primary: usize, fp: u64) {
+        if (primary as u64) < watch.read {
+            self.log(Extra {
+                bucket: primary,
+                fp,
+            });
+        } else {
+            self.check_straddle(primary, fp);
+        }
+    }
+
+    #[cold]
+    fn log(&self, extra: Extra) {
+        let mut extras = self.extras.lock().unwrap_or_else(PoisonError::into_inner);
+        extras.push(extra);
+        #[cfg(all(test, cuckoo_loom))]
+        self.record(Event::Logged);
+    }
+
     #[cold]
     #[inline(never)]
     fn check_straddle(&self, other: usize, fp: u64) {
@@ -264,10 +288,7 @@ impl CopyState {
         }
         // ORDERING: Relaxed; [copy.C4] ordered after this take's stores by the fence above.
         if (other as u64) < self.announced.load(Ordering::Relaxed) {
-            let mut extras = self.extras.lock().unwrap_or_else(PoisonError::into_inner);
-            extras.push(Extra { bucket: other, fp });
-            #[cfg(all(test, cuckoo_loom))]
-            self.record(Event::Logged);
+            self.log(Extra { bucket: other, fp });
         }
     }
 

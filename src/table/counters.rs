@@ -165,6 +165,7 @@ impl Counters {
             read_retries: self.sum(|s| &s.read_retries),
             read_fallbacks: self.sum(|s| &s.read_fallbacks),
             growth_steps: 0,
+            overflow_share: 0.0,
         }
     }
 }

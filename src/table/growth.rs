@@ -50,7 +50,9 @@
 
 use std::sync::{OnceLock, PoisonError};
 
-use super::{InsertFailure, Inserted, Table};
+use std::hash::{BuildHasher, Hash};
+
+use super::{InsertFailure, Inserted, Lookup, Table};
 use crate::sharded::bump;
 use crate::stats::Stats;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
@@ -76,6 +78,8 @@ pub(crate) struct Broken {
     pub(crate) grow_reserving_first: bool,
     /// \[growth.G5\] a unique insert puts without checking that its table is still the newest.
     pub(crate) unique_outgrown_unchecked: bool,
+    /// \[overflow.R2\] a one-line "absent" is final without reloading the table count.
+    pub(crate) one_line_unrechecked: bool,
 }
 
 /// Why a growth step added no table.
@@ -115,6 +119,9 @@ pub(crate) struct Tables {
     /// `grown` \[growth.G5\] (for the loom census).
     #[cfg(all(test, cuckoo_loom))]
     outgrown: AtomicU64,
+    /// One-line answers whose reload found a newer table \[overflow.R2\] (for the loom census).
+    #[cfg(all(test, cuckoo_loom))]
+    stale_one_line: AtomicU64,
     #[cfg(cuckoo_loom)]
     broken: Broken,
 }
@@ -132,6 +139,8 @@ impl Tables {
             full_then_grown: AtomicU64::new(0),
             #[cfg(all(test, cuckoo_loom))]
             outgrown: AtomicU64::new(0),
+            #[cfg(all(test, cuckoo_loom))]
+            stale_one_line: AtomicU64::new(0),
             #[cfg(cuckoo_loom)]
             broken: Broken::default(),
         }
@@ -206,30 +215,101 @@ impl Tables {
         (0..=self.growth_steps()).map(move |i| self.table(i))
     }
 
-    /// Whether the key of `hash` may be present \[growth.G4\].
+    /// Whether the key of `hash` may be present \[growth.G4\] \[overflow.R1\].
     #[inline]
     pub(crate) fn contains(&self, hash: u64) -> bool {
         match self.growth_steps() {
-            0 => self.base.contains(hash),
+            0 => match self.base.contains_newest(hash) {
+                Lookup::Present => true,
+                Lookup::Absent => false,
+                Lookup::AbsentOneLine => !self.still_grown(0) && self.find_again(hash),
+            },
             grown => self.find_grown(hash, grown).is_some(),
         }
     }
 
-    /// The table that answers "present" (0 for the base), reading newest first.
+    /// Whether no table was added since a lookup loaded `grown` \[overflow.R2\]: a one-line
+    /// "absent" from table `grown` is final only then.
+    #[inline(always)]
+    fn still_grown(&self, grown: usize) -> bool {
+        #[cfg(cuckoo_loom)]
+        if self.broken.one_line_unrechecked {
+            return true;
+        }
+        // ORDERING: Relaxed; [overflow.R2] after the one-line read's Acquire load in program
+        // order: a store of a larger count that happened before a take that load read is
+        // visible here.
+        self.grown.load(Ordering::Relaxed) == grown
+    }
+
+    /// A lookup after a one-line "absent" from a table that is no longer the newest.
     #[cold]
     #[inline(never)]
+    fn find_again(&self, hash: u64) -> bool {
+        #[cfg(all(test, cuckoo_loom))]
+        bump(&self.stale_one_line);
+        self.find(hash).is_some()
+    }
+
+    /// The table that answers "present" (0 for the base) or `None`, reading newest first
+    /// (the newest from one line where it can answer) \[growth.G4\] \[overflow.R2\].
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn find(&self, hash: u64) -> Option<usize> {
+        self.find_grown(hash, self.growth_steps())
+    }
+
+    /// [`find`](Self::find) with `grown` already loaded.
     fn find_grown(&self, hash: u64, grown: usize) -> Option<usize> {
         #[cfg(cuckoo_loom)]
         if self.broken.lookup_oldest_first {
             return (0..=grown).find(|&i| self.table(i).contains(hash));
         }
-        (0..=grown).rev().find(|&i| self.table(i).contains(hash))
+        let one_line = match self.table(grown).contains_newest(hash) {
+            Lookup::Present => return Some(grown),
+            Lookup::Absent => false,
+            Lookup::AbsentOneLine => true,
+        };
+        if let Some(i) = (0..grown).rev().find(|&i| self.table(i).contains(hash)) {
+            return Some(i);
+        }
+        if one_line && !self.still_grown(grown) {
+            #[cfg(all(test, cuckoo_loom))]
+            bump(&self.stale_one_line);
+            // A table was added meanwhile: every table again, two lines each.
+            return (0..=self.growth_steps())
+                .rev()
+                .find(|&i| self.table(i).contains(hash));
+        }
+        None
     }
 
-    /// Whether lookups read more than the base table: `contains_many` batches only when not.
-    #[inline]
-    pub(crate) fn has_grown(&self) -> bool {
-        self.growth_steps() != 0
+    /// Writes `results[i] = contains(hash of keys[i])`, batching the loads of a filter that
+    /// never grew.
+    ///
+    /// # Panics
+    ///
+    /// If `keys` and `results` differ in length.
+    pub(crate) fn contains_many<K: Hash, S: BuildHasher>(
+        &self,
+        hasher: &S,
+        keys: &[K],
+        results: &mut [bool],
+    ) {
+        assert_eq!(
+            keys.len(),
+            results.len(),
+            "contains_many: {} keys but {} result slots",
+            keys.len(),
+            results.len()
+        );
+        let batched = self.growth_steps() == 0
+            && (!self.base.contains_many(hasher, keys, results) || self.still_grown(0));
+        if !batched {
+            for (key, result) in keys.iter().zip(results.iter_mut()) {
+                *result = self.contains(hasher.hash_one(key));
+            }
+        }
     }
 
     /// The number of copies of the key of `hash` in all tables.
@@ -255,7 +335,13 @@ impl Tables {
         if self.broken.remove_oldest_first {
             return self.remove_oldest_first(hash, grown);
         }
-        (0..=grown).rev().find(|&i| self.table(i).remove(hash))
+        (0..=grown).rev().find(|&i| {
+            if i == grown {
+                self.table(i).remove(hash)
+            } else {
+                self.table(i).remove_in_older(hash)
+            }
+        })
     }
 
     /// Adds one copy (or, if `unique`, one if none is present) to the newest table, growing
@@ -341,16 +427,12 @@ impl Tables {
     }
 
     fn new_table(&self, shift: u32) -> Result<Table, GrowFailure> {
-        self.base.nested(shift).ok_or_else(|| {
-            let word_bytes = if self.base.fingerprint_bits() == 8 {
-                4
-            } else {
-                8
-            };
-            GrowFailure::Allocation {
-                bytes: (self.base.num_buckets() << shift).saturating_mul(word_bytes),
-            }
-        })
+        self.base
+            .nested(shift)
+            .ok_or_else(|| GrowFailure::Allocation {
+                bytes: (self.base.num_buckets() << shift)
+                    .saturating_mul(self.base.width().word_bytes()),
+            })
     }
 
     /// Empties every table.
@@ -388,11 +470,16 @@ impl Tables {
         self.iter()
             .map(|t| {
                 crate::sizing::false_positive_rate(
-                    t.fingerprint_bits(),
+                    t.width().fingerprint_bits(),
                     t.len() as f64 / t.capacity() as f64,
                 )
             })
             .sum()
+    }
+
+    /// The share of the newest table's overflow bits set (sampled).
+    pub(crate) fn overflow_share(&self) -> f64 {
+        self.table(self.growth_steps()).overflow_share()
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -451,16 +538,6 @@ impl Tables {
         Ok(())
     }
 
-    /// Which table answers a lookup (`Some(i)`, 0 for the base) or `None`: `contains` with a
-    /// trace, for the loom census.
-    #[cfg(all(test, cuckoo_loom))]
-    pub(crate) fn find(&self, hash: u64) -> Option<usize> {
-        match self.growth_steps() {
-            0 => self.base.contains(hash).then_some(0),
-            grown => self.find_grown(hash, grown),
-        }
-    }
-
     /// Which table a remove took its copy from (`Some(i)`, 0 for the base) or `None`:
     /// `remove` with a trace, for the loom census, and with `broken` for this call only (for a
     /// model whose other actors remove correctly).
@@ -471,6 +548,19 @@ impl Tables {
             grown if broken.remove_oldest_first => self.remove_oldest_first(hash, grown),
             grown => self.remove_grown(hash, grown),
         }
+    }
+
+    /// Sets the broken steps of the growth protocol.
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn set_broken(&mut self, broken: Broken) {
+        self.broken = broken;
+    }
+
+    /// One-line answers whose reload found a newer table \[overflow.R2\].
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn stale_one_line_answers(&self) -> u64 {
+        // ORDERING: Relaxed; a statistic read after the model's threads are joined.
+        self.stale_one_line.load(Ordering::Relaxed)
     }
 
     /// Unique inserts that retried because a table was added after they loaded `grown`.

@@ -9,6 +9,7 @@ mod copy;
 mod counters;
 mod geometry;
 mod growth;
+mod overflow;
 mod path;
 mod stripe;
 mod width;
@@ -27,10 +28,11 @@ use self::stripe::{PairLock, StripeLock};
 pub(crate) use self::copy::Extra;
 pub(crate) use self::counters::Counters;
 pub(crate) use self::growth::{GrowFailure, GrowingInsertFailure, Tables};
+pub(crate) use self::overflow::Lookup;
 #[cfg(all(test, not(cuckoo_loom)))]
 pub(crate) use self::path::Hop;
 pub(crate) use self::path::MAX_PATH_LEN;
-pub(crate) use self::width::Table;
+pub(crate) use self::width::{Table, Width};
 
 /// The most stripes a table has: 4096 words, 32 KiB, small enough to stay in L1/L2 for
 /// readers, many enough that two writers rarely share one.
@@ -240,23 +242,36 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// [`EXTRA_WALK_KICKS`] kicks (an extra may duplicate a copy the snapshot holds, so a
     /// table saved at its fullest can need a longer path than its inserts searched). False if
     /// neither finds room. For a table not yet shared.
+    ///
+    /// Both buckets of the pair get the fingerprint's overflow bit \[overflow.W5\]: either may
+    /// be the primary of the key the extra stands for.
     pub(crate) fn place_extra(&mut self, extra: Extra) -> bool {
         let p = self.probe_at(extra.bucket, extra.fp);
-        if self.insert(p, false).is_ok() {
-            return true;
+        let placed = self.insert(p, false).is_ok() || {
+            let kicks = self.random_walk_kicks;
+            self.random_walk_kicks = EXTRA_WALK_KICKS;
+            let placed = self.insert(p, false).is_ok();
+            self.random_walk_kicks = kicks;
+            placed
+        };
+        if placed {
+            let mut locks = self.lock_pair(p.primary, p.alternate);
+            self.mark_overflow(locks.get(self.stripe_of(p.primary)), p.primary, p.fp);
+            self.mark_overflow(locks.get(self.stripe_of(p.alternate)), p.alternate, p.fp);
         }
-        let kicks = self.random_walk_kicks;
-        self.random_walk_kicks = EXTRA_WALK_KICKS;
-        let placed = self.insert(p, false).is_ok();
-        self.random_walk_kicks = kicks;
         placed
     }
 
     /// Searches cuckoo paths by random walks of at most `kicks` steps instead of breadth-first
     /// (0: breadth-first again).
     pub(crate) fn with_random_walk(mut self, kicks: usize) -> Self {
-        self.random_walk_kicks = kicks;
+        self.set_random_walk(kicks);
         self
+    }
+
+    /// Sets the random-walk bound (0: breadth-first search).
+    pub(crate) fn set_random_walk(&mut self, kicks: usize) {
+        self.random_walk_kicks = kicks;
     }
 
     /// The random-walk bound, or 0 for breadth-first search.
@@ -440,6 +455,16 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         prefetch(&self.buckets[p.alternate]);
     }
 
+    /// Starts loading the lines a lookup in the newest table reads first: the primary's, and
+    /// the alternate's too for a layout without overflow bits.
+    #[inline(always)]
+    pub(crate) fn prefetch_newest(&self, p: Probe) {
+        prefetch(&self.buckets[p.primary]);
+        if L::OVERFLOW == 0 {
+            prefetch(&self.buckets[p.alternate]);
+        }
+    }
+
     /// The number of copies of `p`'s fingerprint in its two buckets.
     ///
     /// Optimistic like `contains`, but every answer is validated (a take could make a copy
@@ -534,6 +559,53 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         true
     }
 
+    /// After a unique insert found a copy of `p`'s fingerprint in its pair, which now stands
+    /// for `p`'s key too: if the copy is not in the primary, the primary's overflow bit
+    /// \[overflow.W2\] (under the primary's stripe lock `lock`).
+    fn cover_primary(&self, lock: &mut StripeLock<'_>, p: Probe) {
+        #[cfg(cuckoo_loom)]
+        if self.broken.unique_uncovered {
+            return;
+        }
+        // ORDERING: Relaxed; under the primary's stripe lock [stripe.W1].
+        let primary = L::load(&self.buckets[p.primary], Ordering::Relaxed);
+        if matching_lanes::<L>(primary, p.fp) == 0 {
+            self.mark_overflow(lock, p.primary, p.fp);
+        }
+    }
+
+    /// Stores `p`'s fingerprint in a free slot of its alternate bucket, under the locks of both
+    /// of its buckets: the primary's overflow bit first \[overflow.W2\]. While a copy runs, a
+    /// bit the copier may have missed is logged as an extra (`copy`).
+    fn place_in_alternate(&self, locks: &mut PairLock<'_>, p: Probe) -> bool {
+        let (primary_stripe, alternate_stripe) =
+            (self.stripe_of(p.primary), self.stripe_of(p.alternate));
+        // ORDERING: Relaxed; under the bucket's stripe lock [stripe.W1]. A full alternate
+        // leaves the primary's bit alone.
+        if empty_lanes::<L>(L::load(&self.buckets[p.alternate], Ordering::Relaxed)) == 0 {
+            return false;
+        }
+        #[cfg(cuckoo_loom)]
+        if self.broken.alternate_put_unmarked {
+            return self.place_locked(locks.get(alternate_stripe), p.alternate, p.fp);
+        }
+        #[cfg(cuckoo_loom)]
+        if self.broken.alternate_put_before_bit {
+            let placed = self.place_locked(locks.get(alternate_stripe), p.alternate, p.fp);
+            self.mark_overflow(locks.get(primary_stripe), p.primary, p.fp);
+            return placed;
+        }
+        let watch = self.copy.watch();
+        self.mark_overflow(locks.get(primary_stripe), p.primary, p.fp);
+        let placed = self.place_locked(locks.get(alternate_stripe), p.alternate, p.fp);
+        if let Some(watch) = watch {
+            if L::OVERFLOW != 0 {
+                self.copy.after_mark(watch, p.primary, p.fp);
+            }
+        }
+        placed
+    }
+
     /// Adds one copy of `p`'s fingerprint (or, if `unique`, only when none is present).
     ///
     /// A free slot in the primary bucket is tried first, under that bucket's stripe lock alone
@@ -562,7 +634,6 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             return inserted;
         }
         let primary_stripe = self.stripe_of(p.primary);
-        let alternate_stripe = self.stripe_of(p.alternate);
         if !unique {
             let mut lock = StripeLock::acquire(&self.stripes[primary_stripe]);
             if self.place_locked(&mut lock, p.primary, p.fp) {
@@ -578,6 +649,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 // Under both locks no hop of this pair is in flight, so the count is exact.
                 if unique {
                     if self.count_unlocked(p) > 0 {
+                        self.cover_primary(locks.get(primary_stripe), p);
                         return Ok(Inserted::AlreadyPresent);
                     }
                     if !still_newest() {
@@ -585,8 +657,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                     }
                 }
                 if self.place_locked(locks.get(primary_stripe), p.primary, p.fp)
-                    || (p.alternate != p.primary
-                        && self.place_locked(locks.get(alternate_stripe), p.alternate, p.fp))
+                    || (p.alternate != p.primary && self.place_in_alternate(&mut locks, p))
                 {
                     self.counters.inserted(displacements);
                     return Ok(Inserted::Added);
@@ -622,6 +693,19 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// version change a reader that loaded the first bucket before the put and the second
     /// after the take would miss both.
     pub(crate) fn remove(&self, p: Probe) -> bool {
+        self.remove_marking(p, false)
+    }
+
+    /// [`remove`](Self::remove) in a table that is not the filter's newest (as the remover's
+    /// load of the table count showed): the take also sets the fingerprint's overflow bit in
+    /// the bucket it takes from \[overflow.W6\].
+    pub(crate) fn remove_in_older(&self, p: Probe) -> bool {
+        self.remove_marking(p, true)
+    }
+
+    fn remove_marking(&self, p: Probe, older: bool) -> bool {
+        #[cfg(cuckoo_loom)]
+        let older = older && !self.broken.older_remove_unmarked;
         #[cfg(cuckoo_loom)]
         if self.broken.remove_unlocked {
             return self.remove_unlocked(p);
@@ -644,6 +728,11 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 reordered = [p.alternate, p.primary];
                 &reordered[..]
             }
+            #[cfg(cuckoo_loom)]
+            _ if buckets.len() == 2 && self.broken.remove_alternate_first_unmarked => {
+                reordered = [p.alternate, p.primary];
+                &reordered[..]
+            }
             _ => buckets,
         };
         for &bucket in buckets {
@@ -656,14 +745,16 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 if self.broken_take(&mut locks, p, bucket, current, matches) {
                     return true;
                 }
+                let bit = if older {
+                    L::overflow_bit(p.fp)
+                } else {
+                    self.alternate_take_bit(p, bucket)
+                };
+                let cleared = with_lane::<L>(current, first_lane::<L>(matches), 0) | bit;
                 locks.take_one(self.version_stripe(p), self.stripe_of(bucket), || {
                     // ORDERING: Relaxed; [stripe.W3] ordered after the odd version by the Release
                     // fence of the window.
-                    L::store(
-                        word,
-                        with_lane::<L>(current, first_lane::<L>(matches), 0),
-                        Ordering::Relaxed,
-                    );
+                    L::store(word, cleared, Ordering::Relaxed);
                 });
                 // A take from the second bucket tried found no copy in the first: the pair
                 // holds no other copy outside this bucket that a copier could have missed.
@@ -681,6 +772,27 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             }
         }
         false
+    }
+
+    /// The overflow bit a take of `p`'s fingerprint from `bucket` sets there \[overflow.W4\]:
+    /// `bit(fp)` when `bucket` is the alternate and the primary holds the fingerprint too (the
+    /// copy protocol reordered the take), else 0. Called under the locks of both buckets.
+    #[inline]
+    fn alternate_take_bit(&self, p: Probe, bucket: usize) -> u64 {
+        if L::OVERFLOW == 0 || bucket == p.primary {
+            return 0;
+        }
+        #[cfg(cuckoo_loom)]
+        if self.broken.remove_alternate_first_unmarked {
+            return 0;
+        }
+        // ORDERING: Relaxed; under the primary's stripe lock [stripe.W1].
+        let primary = L::load(&self.buckets[p.primary], Ordering::Relaxed);
+        if matching_lanes::<L>(primary, p.fp) != 0 {
+            L::overflow_bit(p.fp)
+        } else {
+            0
+        }
     }
 
     /// Reads every bucket word in order, `chunk` buckets at a time, handing each chunk's

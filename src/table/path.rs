@@ -257,9 +257,16 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             with_lane::<L>(dst, first_lane::<L>(free), hop.fp),
             Ordering::Relaxed,
         );
-        // ORDERING: Relaxed; [stripe.W3] clear second; a reader that sees this store sees the odd
-        // version through the fences of [stripe.W3]/[stripe.R3].
-        L::store(source, with_lane::<L>(src, hop.slot, 0), Ordering::Relaxed);
+        let cleared = with_lane::<L>(src, hop.slot, 0);
+        #[cfg(cuckoo_loom)]
+        if self.broken.hop_bit_separate {
+            // ORDERING: Relaxed; the clear and the bit in two stores: deliberately broken.
+            L::store(source, cleared, Ordering::Relaxed);
+        }
+        // ORDERING: Relaxed; [stripe.W3] clear second, with the source's overflow bit in the
+        // same store [overflow.W3]; a reader that sees this store sees the odd version through
+        // the fences of [stripe.W3]/[stripe.R3].
+        L::store(source, cleared | L::overflow_bit(hop.fp), Ordering::Relaxed);
         locks.get(version_stripe).end_take();
         locks.get(from_stripe).remove_fingerprint();
         locks.get(to_stripe).add_fingerprint();

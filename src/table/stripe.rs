@@ -181,6 +181,22 @@ pub(crate) struct Broken {
     pub(crate) count_unvalidated: bool,
     /// `count`'s fallback counts without the pair's locks.
     pub(crate) count_fallback_unlocked: bool,
+    /// Lookups read two lines, never one (for the models of the two-line protocol).
+    pub(crate) two_lines_only: bool,
+    /// \[overflow.R1\] the one-line load is Relaxed.
+    pub(crate) one_line_relaxed: bool,
+    /// \[overflow.W2\] a put into the alternate sets no bit in the primary.
+    pub(crate) alternate_put_unmarked: bool,
+    /// \[overflow.W2\] a put into the alternate sets the primary's bit after the put.
+    pub(crate) alternate_put_before_bit: bool,
+    /// \[overflow.W3\] a hop clears its source slot, then sets the bit in a second store.
+    pub(crate) hop_bit_separate: bool,
+    /// \[overflow.W4\] a remove takes from the alternate first, setting no bit.
+    pub(crate) remove_alternate_first_unmarked: bool,
+    /// \[overflow.W2\] a unique insert that finds a copy outside its primary sets no bit.
+    pub(crate) unique_uncovered: bool,
+    /// \[overflow.W6\] a remove in an older table sets no bit.
+    pub(crate) older_remove_unmarked: bool,
 }
 
 /// An unlocked stripe word at version 0 counting `n` fingerprints \[stripe.I3\].

@@ -5,58 +5,115 @@
 use std::hash::{BuildHasher, Hash};
 
 use super::geometry::{Flat, Nested};
-use super::{Extra, InsertFailure, Inserted, Probe, RawTable};
-use crate::fingerprint::{Fp16, Fp8, Layout};
+use super::{Extra, InsertFailure, Inserted, Lookup, Probe, RawTable};
+use crate::fingerprint::{Fp15, Fp16, Fp8, Layout};
 use crate::stats::Stats;
 
 /// Keys hashed and prefetched ahead of probing in [`Table::contains_many`].
 const BATCH: usize = 16;
 
-/// The table of one fingerprint width: flat (a filter's base table) or nested (a table growth
+/// A table's fingerprint layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Width {
+    /// Four 8-bit fingerprints per bucket ([`Fp8`]).
+    Fp8,
+    /// The 16-bit class: four 15-bit fingerprints and four overflow bits ([`Fp15`]).
+    Fp15,
+    /// Four plain 16-bit fingerprints ([`Fp16`]): format-2 snapshots only.
+    Fp16,
+}
+
+impl Width {
+    /// The layout a new filter of the `class`-bit class gets (8 or 16).
+    pub(crate) fn for_class(class: u32) -> Width {
+        debug_assert!(class == Fp8::CLASS || class == Fp15::CLASS);
+        if class == Fp8::CLASS {
+            Width::Fp8
+        } else {
+            Width::Fp15
+        }
+    }
+
+    /// Bits per slot, overflow bits included.
+    pub(crate) fn class(self) -> u32 {
+        match self {
+            Width::Fp8 => Fp8::CLASS,
+            Width::Fp15 => Fp15::CLASS,
+            Width::Fp16 => Fp16::CLASS,
+        }
+    }
+
+    /// Bits per fingerprint.
+    pub(crate) fn fingerprint_bits(self) -> u32 {
+        match self {
+            Width::Fp8 => Fp8::BITS,
+            Width::Fp15 => Fp15::BITS,
+            Width::Fp16 => Fp16::BITS,
+        }
+    }
+
+    /// Bytes per bucket word.
+    pub(crate) fn word_bytes(self) -> usize {
+        if self == Width::Fp8 {
+            4
+        } else {
+            8
+        }
+    }
+}
+
+/// The table of one fingerprint layout: flat (a filter's base table) or nested (a table growth
 /// added; see `geometry`).
 #[derive(Debug)]
 pub(crate) enum Table {
     Fp8(RawTable<Fp8>),
+    Fp15(RawTable<Fp15>),
     Fp16(RawTable<Fp16>),
     Fp8Nested(RawTable<Fp8, Nested>),
+    Fp15Nested(RawTable<Fp15, Nested>),
     Fp16Nested(RawTable<Fp16, Nested>),
 }
 
-/// Runs `$body` with `$t` bound to the table of whichever width `$table` has.
+/// Runs `$body` with `$t` bound to the table of whichever layout `$table` has.
 macro_rules! with_table {
     ($table:expr, $t:ident => $body:expr) => {
         match $table {
             Table::Fp8($t) => $body,
+            Table::Fp15($t) => $body,
             Table::Fp16($t) => $body,
             Table::Fp8Nested($t) => $body,
+            Table::Fp15Nested($t) => $body,
             Table::Fp16Nested($t) => $body,
         }
     };
 }
 
 impl Table {
-    /// A table of `buckets` empty buckets of `bits`-bit fingerprints (8 or 16), searching
-    /// paths of at most `max_path_len` buckets, by random walks of `kicks` steps if `kicks` is
-    /// not 0. `None` if the buckets cannot be allocated.
+    /// A table of `buckets` empty buckets of layout `width`, searching paths of at most
+    /// `max_path_len` buckets, by random walks of `kicks` steps if `kicks` is not 0. `None`
+    /// if the buckets cannot be allocated.
     pub(crate) fn new(
-        bits: u32,
+        width: Width,
         buckets: usize,
         max_path_len: usize,
         kicks: usize,
     ) -> Option<Self> {
-        debug_assert!(bits == Fp8::BITS || bits == Fp16::BITS);
-        if bits == Fp8::BITS {
-            RawTable::new(buckets, max_path_len).map(|t| Table::Fp8(t.with_random_walk(kicks)))
-        } else {
-            RawTable::new(buckets, max_path_len).map(|t| Table::Fp16(t.with_random_walk(kicks)))
-        }
+        Some(match width {
+            Width::Fp8 => Table::Fp8(RawTable::new(buckets, max_path_len)?.with_random_walk(kicks)),
+            Width::Fp15 => {
+                Table::Fp15(RawTable::new(buckets, max_path_len)?.with_random_walk(kicks))
+            }
+            Width::Fp16 => {
+                Table::Fp16(RawTable::new(buckets, max_path_len)?.with_random_walk(kicks))
+            }
+        })
     }
 
-    /// A table of `bits`-bit fingerprints whose words `fill` supplies ([`RawTable::load`]):
-    /// the base table (`shift` `None`) of `buckets` buckets, or a table nested over a base
-    /// of `buckets` buckets with `2^shift` sub-buckets each.
+    /// A table of layout `width` whose words `fill` supplies ([`RawTable::load`]): the base
+    /// table (`shift` `None`) of `buckets` buckets, or a table nested over a base of `buckets`
+    /// buckets with `2^shift` sub-buckets each.
     pub(crate) fn load<E>(
-        bits: u32,
+        width: Width,
         buckets: usize,
         shift: Option<u32>,
         max_path_len: usize,
@@ -64,7 +121,6 @@ impl Table {
         fill: impl FnMut(&mut [u64]) -> Result<(), E>,
         no_memory: impl FnOnce(usize) -> E,
     ) -> Result<Self, E> {
-        debug_assert!(bits == Fp8::BITS || bits == Fp16::BITS);
         let flat = Flat {
             buckets: buckets as u64,
         };
@@ -72,22 +128,28 @@ impl Table {
             base: buckets as u64,
             shift,
         };
-        Ok(match (bits == Fp8::BITS, shift) {
-            (true, None) => Table::Fp8(
-                RawTable::load(flat, max_path_len, fill, no_memory)?.with_random_walk(kicks),
-            ),
-            (false, None) => Table::Fp16(
-                RawTable::load(flat, max_path_len, fill, no_memory)?.with_random_walk(kicks),
-            ),
-            (true, Some(shift)) => Table::Fp8Nested(
-                RawTable::load(nested(shift), max_path_len, fill, no_memory)?
-                    .with_random_walk(kicks),
-            ),
-            (false, Some(shift)) => Table::Fp16Nested(
-                RawTable::load(nested(shift), max_path_len, fill, no_memory)?
-                    .with_random_walk(kicks),
-            ),
-        })
+        let len = max_path_len;
+        Ok(match (width, shift) {
+            (Width::Fp8, None) => Table::Fp8(RawTable::load(flat, len, fill, no_memory)?),
+            (Width::Fp15, None) => Table::Fp15(RawTable::load(flat, len, fill, no_memory)?),
+            (Width::Fp16, None) => Table::Fp16(RawTable::load(flat, len, fill, no_memory)?),
+            (Width::Fp8, Some(shift)) => {
+                Table::Fp8Nested(RawTable::load(nested(shift), len, fill, no_memory)?)
+            }
+            (Width::Fp15, Some(shift)) => {
+                Table::Fp15Nested(RawTable::load(nested(shift), len, fill, no_memory)?)
+            }
+            (Width::Fp16, Some(shift)) => {
+                Table::Fp16Nested(RawTable::load(nested(shift), len, fill, no_memory)?)
+            }
+        }
+        .with_random_walk(kicks))
+    }
+
+    /// This table searching by random walks of `kicks` steps (0: breadth-first).
+    fn with_random_walk(mut self, kicks: usize) -> Self {
+        with_table!(&mut self, t => t.set_random_walk(kicks));
+        self
     }
 
     /// [`RawTable::copy_out`] of this table.
@@ -104,9 +166,17 @@ impl Table {
         with_table!(self, t => t.place_extra(extra))
     }
 
+    /// The two-line read \[stripe.R1\]..\[stripe.R3\]: for tables that are not the newest.
     #[inline(always)]
     pub(crate) fn contains(&self, hash: u64) -> bool {
         with_table!(self, t => t.contains(t.probe(hash)))
+    }
+
+    /// A lookup in the filter's newest table, one line when the primary answers
+    /// \[overflow.R1\].
+    #[inline(always)]
+    pub(crate) fn contains_newest(&self, hash: u64) -> Lookup {
+        with_table!(self, t => t.contains_newest(t.probe(hash)))
     }
 
     pub(crate) fn count(&self, hash: u64) -> usize {
@@ -134,16 +204,13 @@ impl Table {
     /// An empty nested table over this (flat) one, with `2^shift` sub-buckets per bucket and
     /// the same width, path length and displacement; `None` if it cannot be allocated.
     pub(crate) fn nested(&self, shift: u32) -> Option<Self> {
-        let (base, len, kicks) = (
-            self.num_buckets(),
-            self.max_path_len(),
-            self.random_walk_kicks(),
-        );
-        if self.fingerprint_bits() == Fp8::BITS {
-            RawTable::nested(base, shift, len).map(|t| Table::Fp8Nested(t.with_random_walk(kicks)))
-        } else {
-            RawTable::nested(base, shift, len).map(|t| Table::Fp16Nested(t.with_random_walk(kicks)))
-        }
+        let (base, len) = (self.num_buckets(), self.max_path_len());
+        let table = match self.width() {
+            Width::Fp8 => Table::Fp8Nested(RawTable::nested(base, shift, len)?),
+            Width::Fp15 => Table::Fp15Nested(RawTable::nested(base, shift, len)?),
+            Width::Fp16 => Table::Fp16Nested(RawTable::nested(base, shift, len)?),
+        };
+        Some(table.with_random_walk(self.random_walk_kicks()))
     }
 
     #[inline]
@@ -151,8 +218,18 @@ impl Table {
         with_table!(self, t => t.remove(t.probe(hash)))
     }
 
-    /// Writes `results[i] = contains(hash of keys[i])`: hashes and prefetches `BATCH` keys at
-    /// a time, then probes them, so the memory loads of consecutive keys overlap.
+    /// [`RawTable::remove_in_older`]: a remove in a table that is not the newest.
+    #[inline]
+    pub(crate) fn remove_in_older(&self, hash: u64) -> bool {
+        with_table!(self, t => t.remove_in_older(t.probe(hash)))
+    }
+
+    /// Writes `results[i]`, the lookup of `keys[i]` in this table as the filter's newest: hashes
+    /// and prefetches `BATCH` keys at a time, then probes them, so the memory loads of
+    /// consecutive keys overlap. Primaries are prefetched first; the keys whose primary does
+    /// not answer \[overflow.R1\] get their alternates prefetched and a two-line read after.
+    /// Returns whether any "absent" came from one line: final only if the table is still the
+    /// newest \[overflow.R2\].
     ///
     /// # Panics
     ///
@@ -162,7 +239,7 @@ impl Table {
         hasher: &S,
         keys: &[K],
         results: &mut [bool],
-    ) {
+    ) -> bool {
         assert_eq!(
             keys.len(),
             results.len(),
@@ -170,25 +247,54 @@ impl Table {
             keys.len(),
             results.len()
         );
+        let mut one_line = false;
         with_table!(self, t => {
             let mut probes = [Probe::default(); BATCH];
+            let mut pending = [0u8; BATCH];
             for (keys, results) in keys.chunks(BATCH).zip(results.chunks_mut(BATCH)) {
                 for (probe, key) in probes.iter_mut().zip(keys) {
                     *probe = t.probe(hasher.hash_one(key));
-                    t.prefetch(*probe);
+                    t.prefetch_newest(*probe);
                 }
-                for (probe, result) in probes.iter().zip(results.iter_mut()) {
-                    *result = t.contains(*probe);
+                let mut waiting = 0;
+                for (i, (probe, result)) in probes.iter().zip(results.iter_mut()).enumerate() {
+                    match t.one_line(*probe) {
+                        Some(Lookup::Present) => *result = true,
+                        Some(_) => {
+                            *result = false;
+                            one_line = true;
+                        }
+                        None => {
+                            t.prefetch(*probe);
+                            pending[waiting] = i as u8;
+                            waiting += 1;
+                        }
+                    }
+                }
+                for &i in &pending[..waiting] {
+                    results[usize::from(i)] = t.contains(probes[usize::from(i)]);
                 }
             }
-        })
+        });
+        one_line
     }
 
-    pub(crate) fn fingerprint_bits(&self) -> u32 {
+    pub(crate) fn width(&self) -> Width {
         match self {
-            Table::Fp8(_) | Table::Fp8Nested(_) => Fp8::BITS,
-            Table::Fp16(_) | Table::Fp16Nested(_) => Fp16::BITS,
+            Table::Fp8(_) | Table::Fp8Nested(_) => Width::Fp8,
+            Table::Fp15(_) | Table::Fp15Nested(_) => Width::Fp15,
+            Table::Fp16(_) | Table::Fp16Nested(_) => Width::Fp16,
         }
+    }
+
+    /// Bits per slot (the width class the filter reports).
+    pub(crate) fn fingerprint_bits(&self) -> u32 {
+        self.width().class()
+    }
+
+    /// The share of overflow bits set (sampled; 0 for a layout without them).
+    pub(crate) fn overflow_share(&self) -> f64 {
+        with_table!(self, t => t.overflow_share())
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -220,6 +326,9 @@ impl Table {
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        with_table!(self, t => t.counters().snapshot(t.len(), t.capacity(), t.max_path_len()))
+        let mut stats =
+            with_table!(self, t => t.counters().snapshot(t.len(), t.capacity(), t.max_path_len()));
+        stats.overflow_share = self.overflow_share();
+        stats
     }
 }

@@ -261,6 +261,10 @@ impl<H: BuildHasher> GuardCore<H> {
             return None;
         } else if filter.load_factor() >= policy.load_threshold_value() {
             RebuildReason::Load
+        } else if policy.overflow_share_value() < 1.0
+            && filter.overflow_share() >= policy.overflow_share_value()
+        {
+            RebuildReason::OverflowBits
         } else {
             // ORDERING: Relaxed; a statistic for the trigger.
             let stale = self.rebuilds.stale.load(Ordering::Relaxed);

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::Tables;
-use crate::table::{Inserted, Table};
+use crate::table::{Inserted, Table, Width};
 
 struct Rng(u64);
 impl Rng {
@@ -26,10 +26,10 @@ fn run(seed: u64, oldest_first: bool) -> Result<usize, String> {
     let base = [1usize, 2, 3, 5, 7, 12][rng.below(6) as usize];
     let step_shift = rng.below(3) as u32;
     let max_steps = 1 + rng.below(5) as usize;
-    let bits = if rng.below(2) == 0 { 8 } else { 16 };
+    let width = [Width::Fp8, Width::Fp15, Width::Fp16][rng.below(3) as usize];
     let path = [1usize, 2, 5][rng.below(3) as usize];
     let t = Tables::new(
-        Table::new(bits, base, path, 0).unwrap(),
+        Table::new(width, base, path, 0).unwrap(),
         step_shift,
         max_steps,
     );
@@ -48,7 +48,7 @@ fn run(seed: u64, oldest_first: bool) -> Result<usize, String> {
     let mut oracle: BTreeMap<usize, usize> = BTreeMap::new();
     let mut trace = Vec::new();
     let cfg = format!(
-        "seed {seed}: base {base} shift {step_shift} steps {max_steps} bits {bits} path {path}"
+        "seed {seed}: base {base} shift {step_shift} steps {max_steps} width {width:?} path {path}"
     );
     for _ in 0..400 {
         let k = rng.below(keys.len() as u64) as usize;
@@ -146,7 +146,7 @@ fn random_growth_sequences_control_oldest_first() {
 /// of the same key adds a whole table, twice the size of the last.
 #[test]
 fn each_eight_copies_of_one_key_add_a_table() {
-    let t = Tables::new(Table::new(16, 1_000, 5, 0).unwrap(), 1, 16);
+    let t = Tables::new(Table::new(Width::Fp15, 1_000, 5, 0).unwrap(), 1, 16);
     let h = 0x1234_5678_9abc_def0u64;
     for i in 1..=8 * 5 + 1 {
         t.insert(h, false).unwrap();
