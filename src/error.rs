@@ -123,7 +123,7 @@ pub enum BuildError {
         /// The lowest rate any supported width reaches at 95% load.
         best: f64,
     },
-    /// The fingerprint width is not one of the supported widths (8 or 16 bits).
+    /// The fingerprint width is not one of the supported classes (8, 12 or 16 bits per slot).
     UnsupportedFingerprintBits {
         /// The width asked for.
         bits: u32,
@@ -180,10 +180,13 @@ impl fmt::Display for BuildError {
             BuildError::UnachievableFalsePositiveRate { rate, best } => write!(
                 f,
                 "false-positive rate {rate:e} is below what any supported fingerprint width \
-                 reaches (best: {best:.3e} with 16-bit fingerprints)"
+                 reaches (best: {best:.3e} with the 16-bit class)"
             ),
             BuildError::UnsupportedFingerprintBits { bits } => {
-                write!(f, "{bits}-bit fingerprints are not supported: use 8 or 16")
+                write!(
+                    f,
+                    "{bits}-bit fingerprints are not supported: use 8, 12 or 16"
+                )
             }
             BuildError::FingerprintBitsTooFewForRate {
                 bits,
@@ -305,7 +308,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::BadMagic => write!(f, "not a cuckoo-guard snapshot (bad magic bytes)"),
             SnapshotError::UnsupportedVersion { found, supported } => write!(
                 f,
-                "snapshot format version {found} is not supported (this build reads version \
+                "snapshot format version {found} is not supported (this build reads versions 2 to \
                  {supported})"
             ),
             SnapshotError::HeaderChecksum => {

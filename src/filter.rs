@@ -46,8 +46,8 @@ pub struct CuckooFilter<S = RandomState> {
 }
 
 impl CuckooFilter<RandomState> {
-    /// A filter for `capacity` keys with 16-bit fingerprints (about 0.012% false positives at
-    /// 95% load), a random hash key and the default [`Growth`]: past `capacity` it adds tables
+    /// A filter for `capacity` keys of the 16-bit class (15-bit fingerprints and overflow bits:
+    /// about 0.023% false positives at 95% load), a random hash key and the default [`Growth`]: past `capacity` it adds tables
     /// rather than refuse inserts.
     ///
     /// A capacity of 0 is rounded up to 1.
@@ -510,7 +510,10 @@ impl<S> CuckooFilter<S> {
         design_false_positive_rate(self.tables.base().width())
     }
 
-    /// Bits per fingerprint (8 or 16).
+    /// The width class: bits per slot, rounded down (8, 12 or 16). The 16-bit class stores
+    /// 15-bit fingerprints and the 12-bit class 12-bit ones, each with four overflow bits per
+    /// bucket (negatives read one bucket when its bit is clear); a filter loaded from a
+    /// format-2 snapshot of the 16-bit class keeps that format's plain 16-bit fingerprints.
     ///
     /// # Examples
     ///
@@ -580,8 +583,8 @@ impl<S> CuckooFilter<S> {
     /// counters. Excludes the filter's own inline fields (the hasher and the table's sizes)
     /// and the transient queue of a running path search.
     ///
-    /// At 16-bit fingerprints the buckets take 16 bits per slot, so a full filter costs
-    /// `16 / load` bits per key plus 32 KiB of stripes.
+    /// The 16-bit class takes 16 bits per slot and the 12-bit class 12.8, so a full filter
+    /// costs `16 / load` or `12.8 / load` bits per key plus up to 32 KiB of stripes.
     ///
     /// # Examples
     ///
@@ -884,15 +887,17 @@ impl<S> Builder<S> {
         self
     }
 
-    /// The highest false-positive rate acceptable at 95% load. Picks the narrowest
-    /// fingerprint width that meets it: 8 bits down to about 2.9%, 16 bits down to about
-    /// 0.012%.
+    /// The highest false-positive rate acceptable at 95% load. Picks the width class with the
+    /// fewest bits per key that meets it: 8 bits per slot down to about 2.9%, the 12-bit class
+    /// (13.5 bits per key at 95% load) down to about 0.23%, the 16-bit class down to about
+    /// 0.023%.
     pub fn false_positive_rate(mut self, rate: f64) -> Self {
         self.false_positive_rate = Some(rate);
         self
     }
 
-    /// Bits per fingerprint: 8 or 16.
+    /// The width class, in bits per slot: 8, 12 or 16 (see
+    /// [`CuckooFilter::fingerprint_bits`]).
     pub fn fingerprint_bits(mut self, bits: u32) -> Self {
         self.fingerprint_bits = Some(bits);
         self
@@ -967,7 +972,7 @@ impl<S> Builder<S> {
     /// # Errors
     ///
     /// A [`BuildError`] if the capacity is unset, 0 or too large, the rate is not in (0, 1)
-    /// or below what 16 bits reach, the width is not 8 or 16 (or too narrow for the rate
+    /// or below what 16 bits reach, the width is not 8, 12 or 16 (or too narrow for the rate
     /// also given), the path length is outside `1..=8`, the growth factor or step limit is
     /// out of range, or the buckets cannot be allocated.
     pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
@@ -1005,12 +1010,12 @@ impl<S> Builder<S> {
                 return Err(BuildError::InvalidGrowth { factor, max_steps })
             }
         };
+        let width = Width::for_class(bits);
         let too_large = BuildError::CapacityTooLarge {
             requested: capacity,
-            max: max_capacity(),
+            max: max_capacity(width.slots()),
         };
-        let buckets = buckets_for(capacity).ok_or(too_large)?;
-        let width = Width::for_class(bits);
+        let buckets = buckets_for(capacity, width.slots()).ok_or(too_large)?;
         let allocation_failed = BuildError::AllocationFailed {
             bytes: buckets.saturating_mul(width.word_bytes()),
         };

@@ -102,7 +102,7 @@
 //!   `j * bits` to `(j + 1) * bits - 1`; 0 is an empty slot. (Plain words: the paper's
 //!   semi-sorting would save one bit per slot but decodes slower than a whole load runs;
 //!   `benches/semi_sort.rs` measures it.)
-//! - the number of extras, 8 bytes, at most 4 per bucket of the table;
+//! - the number of extras, 8 bytes, at most one per slot of the table;
 //! - a checkpoint, 8 bytes: XXH64, seeded with the header's checksum, of every byte from the
 //!   end of the header to the end of the number of extras, so that damage to the words or the
 //!   count is caught before the count is used;
@@ -438,6 +438,7 @@ impl Header {
         let width = match (version, h[10]) {
             (_, 8) => Width::Fp8,
             (_, 16) => Width::Fp16,
+            (3.., 12) => Width::Fp12,
             (3.., 15) => Width::Fp15,
             _ => return invalid("fingerprint width"),
         };
@@ -485,7 +486,7 @@ impl Header {
         // Every writer's base table has `buckets_for(built_for)` buckets (the builder sizes it
         // so, grown tables nest over it, a rebuild builds afresh): a file that claims another
         // capacity would size the guard's rebuilds by a number its tables do not bear out.
-        if buckets_for(built_for) != Some(base_buckets) {
+        if buckets_for(built_for, width.slots()) != Some(base_buckets) {
             return Err(SnapshotError::CapacityMismatch {
                 built_for: built_for as u64,
                 base_buckets: base,
@@ -547,6 +548,11 @@ impl Header {
 fn occupied(words: &[u64], width: Width) -> u64 {
     let (fingerprints, low, high) = match width {
         Width::Fp8 => (u64::MAX, 0x7F7F_7F7F, 0x8080_8080),
+        Width::Fp12 => (
+            0x0FFF_FFFF_FFFF_FFFF,
+            0x07FF_7FF7_FF7F_F7FF,
+            0x0800_8008_0080_0800,
+        ),
         Width::Fp15 => (
             0x7FFF_7FFF_7FFF_7FFF,
             0x7FFF_7FFF_7FFF_7FFF,
@@ -839,7 +845,7 @@ impl<R: Read> Body<R> {
         }
         self.sum.update(&checkpoint);
         self.read += 8;
-        if n > 4 * buckets as u64 {
+        if n > (self.layout.slots() * buckets) as u64 {
             return Err(SnapshotError::InvalidBody {
                 what: "more extras than the table has slots",
             });
@@ -1131,7 +1137,7 @@ impl Info {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn capacity(&self) -> u64 {
-        self.buckets * 4
+        self.buckets * Width::for_class(self.fingerprint_bits).slots() as u64
     }
 
     /// Whether [`CuckooFilter::read_snapshot`] in this build would load the file: the header
@@ -1214,7 +1220,7 @@ pub fn inspect(mut r: impl Read) -> Result<Info, SnapshotError> {
     Ok(Info {
         format_version: header.version,
         fingerprint_bits: header.width.class(),
-        overflow_bits: header.width == Width::Fp15,
+        overflow_bits: header.width.has_overflow_bits(),
         base_buckets: header.base_buckets as u64,
         tables: header.tables,
         buckets,

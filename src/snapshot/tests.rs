@@ -252,7 +252,7 @@ fn foreign_and_future_input_is_refused() {
 fn invalid_header_fields_are_refused_even_with_a_valid_checksum() {
     let bytes = snapshot_of(&filled(10, |b| b.capacity(100)));
     let cases: [(usize, &[u8], &str); 9] = [
-        (10, &[12], "fingerprint width"),
+        (10, &[13], "fingerprint width"),
         (11, &[0], "maximum path length"),
         (11, &[9], "maximum path length"),
         (12, &[5], "growth"),
@@ -288,8 +288,8 @@ fn a_header_claiming_the_largest_table_fails_fast_as_truncated() {
     // A valid header for 2^32 buckets (32 GiB of words) over a short body: the reader
     // allocates as the words arrive, so it stops at the end of the input.
     let mut bytes = snapshot_of(&filled(10, |b| b.capacity(100).growth(Growth::Fixed)));
-    let capacity = crate::sizing::max_capacity();
-    let buckets = crate::sizing::buckets_for(capacity).unwrap() as u64;
+    let capacity = crate::sizing::max_capacity(4);
+    let buckets = crate::sizing::buckets_for(capacity, 4).unwrap() as u64;
     assert!(buckets > (1 << 32) - 4);
     bytes[24..32].copy_from_slice(&buckets.to_le_bytes());
     bytes[32..40].copy_from_slice(&(capacity as u64).to_le_bytes());
@@ -354,7 +354,7 @@ fn a_capacity_its_base_table_does_not_bear_out_is_refused() {
     // nearest capacities whose base tables differ from this one's.
     let lies = [
         100_000_000u64,
-        crate::sizing::max_capacity() as u64,
+        crate::sizing::max_capacity(4) as u64,
         60,
         200,
     ];
@@ -376,7 +376,7 @@ fn a_capacity_its_base_table_does_not_bear_out_is_refused() {
     }
     // A capacity of the same base table is what the builder may have been given.
     let other = (50..200u64)
-        .find(|&c| c != 100 && crate::sizing::buckets_for(c as usize) == Some(base as usize))
+        .find(|&c| c != 100 && crate::sizing::buckets_for(c as usize, 4) == Some(base as usize))
         .expect("capacities near 100 share its base table");
     let mut same = bytes.clone();
     same[32..40].copy_from_slice(&other.to_le_bytes());

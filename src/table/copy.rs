@@ -34,6 +34,13 @@
 //!   below `read` issues `fence(SeqCst)` and loads `announced` (Relaxed). If the pair's other
 //!   bucket `d` holds `f` (a hop has just put it there; a remove checks) and `d` is below
 //!   `announced`, it logs `(d, f)`.
+//! - **\[copy.C5\] After a put into a key's alternate** that set the overflow bit of `f` in
+//!   its primary `x` (\[overflow.W2\]), still under its locks, a writer logs `(x, f)` if `x`
+//!   was below `read` at \[copy.C3\] (read before the bit), and otherwise checks `x` as
+//!   \[copy.C4\] checks `d`. Without the extra a copy could hold the put and not the bit,
+//!   and a later remove of that key from the loaded table could take the copy another key
+//!   with primary `x` stands on (\[overflow.I1\]). The extra is placed with both buckets'
+//!   bits set.
 //!
 //! # Why the snapshot misses no key
 //!

@@ -17,7 +17,7 @@ mod width;
 use std::marker::PhantomData;
 
 use crate::fingerprint::{
-    empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout, SLOTS,
+    empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout,
 };
 use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
 
@@ -104,6 +104,9 @@ pub(crate) struct RawTable<L: Layout, G: Geometry = Flat> {
     /// Steps of the stripe protocol broken on purpose, for the loom controls.
     #[cfg(cuckoo_loom)]
     broken: stripe::Broken,
+    /// One-line reads a set overflow bit sent to two lines (for the loom census).
+    #[cfg(all(test, cuckoo_loom))]
+    bit_sends: AtomicU64,
     _layout: PhantomData<L>,
 }
 
@@ -179,7 +182,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         assert!(num_buckets >= 1 && num_buckets as u64 <= 1u64 << 32);
         assert!(stripes.is_power_of_two());
         assert!(
-            num_buckets.div_ceil(stripes) * crate::fingerprint::SLOTS <= stripe::MAX_STRIPE_SLOTS,
+            num_buckets.div_ceil(stripes) * L::SLOTS <= stripe::MAX_STRIPE_SLOTS,
             "a stripe's count field cannot hold all of its slots"
         );
         assert!((1..=MAX_PATH_LEN).contains(&max_path_len));
@@ -197,6 +200,8 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             copy: CopyState::new(),
             #[cfg(cuckoo_loom)]
             broken: stripe::Broken::default(),
+            #[cfg(all(test, cuckoo_loom))]
+            bit_sends: AtomicU64::new(0),
             _layout: PhantomData,
         }
     }
@@ -229,7 +234,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
             let n = (num_buckets - buckets.len()).min(CHUNK);
             fill(&mut values[..n])?;
             for &value in &values[..n] {
-                let occupied = SLOTS as u64 - u64::from(empty_lanes::<L>(value).count_ones());
+                let occupied = L::SLOTS as u64 - u64::from(empty_lanes::<L>(value).count_ones());
                 counts[buckets.len() & (stripes - 1)] += occupied;
                 buckets.push(L::word(value));
             }
@@ -315,7 +320,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.buckets.len() * crate::fingerprint::SLOTS
+        self.buckets.len() * L::SLOTS
     }
 
     pub(crate) fn num_buckets(&self) -> usize {

@@ -10,7 +10,9 @@
 //!
 //! - **\[overflow.W1\]** A put into the key's primary is a plain put \[stripe.W2\].
 //! - **\[overflow.W2\]** A put into the key's alternate (made under both buckets' locks) first
-//!   sets `bit(f)` in the primary (a Release store, skipped if the bit is set), then puts.
+//!   sets `bit(f)` in the primary (a Release store, skipped if the bit is set), then puts. A
+//!   unique insert that finds `f` in its pair but not in its primary sets the primary's bit
+//!   before it answers "already present": the copy it found stands for its key too.
 //! - **\[overflow.W3\]** A hop of `f` from `s` to `d` clears its slot in `s` and sets `bit(f)`
 //!   in `s` in one store: the mover does not know whose primary `s` is, and a bit set in the
 //!   source is always safe.
@@ -20,7 +22,12 @@
 //!   alternate, in the same store.
 //! - **\[overflow.W5\]** Bits are never cleared, except by `clear` (which zeroes every word) and
 //!   by building a table: a new table starts with none (growth, rebuilds), and a snapshot's
-//!   table takes the bits its words hold, with both buckets of each extra's pair marked.
+//!   table takes the bits its words hold, with both buckets of each extra's pair marked. A put
+//!   into the alternate while a copy runs logs an extra if the copier may have read the
+//!   primary before its bit (\[copy.C5\]).
+//! - **\[overflow.W6\]** A remove that takes its copy from a table other than the newest (as
+//!   its own load of the table count showed) sets `bit(f)` in the bucket it takes from, in the
+//!   same store.
 //! - **\[overflow.R1\]** A lookup in the filter's newest table loads its primary word (Acquire).
 //!   A lane holding `f` answers "present". No lane holding `f` and `bit(f)` clear answer
 //!   "absent" from that table, with no other load of it. A set bit sends the lookup to the
@@ -33,46 +40,60 @@
 //!
 //! # Invariant
 //!
-//! - **\[overflow.I1\]** For every fingerprint `f`, bucket `x` of a table and the keys whose
-//!   copies that table holds (a remove can hand a key over to another copy of its fingerprint
-//!   and pair, `growth`): if `bit(f)` is clear in `x`, then `x` holds at least as many copies
-//!   of `f` as there are such keys with fingerprint `f` and primary `x`.
+//! A table's *natives* are the keys whose claim (growth's invariant (b): the copy standing
+//! for a key) is in that table and that were inserted into it or an older one. Keys inserted
+//! into a newer table can be handed down to this one by a remove (growth (b)); they are not
+//! natives, and every lookup of one reads this table with two lines (its insert, and so the
+//! lookup, saw the newer table).
 //!
-//! Write `c_x`, `c_y` for the copies of `f` in the pair `{x, y}`, and `n_x`, `n_y` for the keys
-//! with fingerprint `f` and primary `x` or `y`; `c_x + c_y >= n_x + n_y` (every key has a copy).
-//! A put into the primary raises `c_x` with `n_x` (W1). A put into the alternate raises
-//! `n_x` only after `bit(f)` is set in `x` (W2). A hop lowers `c_s` only with `bit(f)` set in
-//! `s` (W3). A remove that takes from `x`, its key's primary, lowers `c_x` with `n_x`. One that
-//! takes from `y` because `x` holds no `f` finds `c_x = 0`, so `c_y >= n_x + n_y >= 1 + n_y`
-//! and `c_y - 1 >= n_y` still holds; one that takes from `y` although `x` holds `f` sets
-//! `bit(f)` in `y` (W4). A remove of a key held by an older table that takes a copy here hands
-//! one of this table's keys to the older table, whichever keeps the counts here (one with
-//! primary `x` after a take from `x`, one with primary `y` after a take from `y`, or none
-//! if a copy was spare).
+//! - **\[overflow.I1\]** For every fingerprint `f` and bucket `x` of a table: if `bit(f)` is
+//!   clear in `x`, then `x` holds at least as many copies of `f` as the table has natives
+//!   with fingerprint `f` and primary `x`.
 //!
-//! That hand-over is also why only the newest table answers from one line: the key handed to
-//! the older table may have its primary at the other end of the pair there, where neither a
-//! copy nor a bit stands for it. (A key `K` with its copy in its primary `y` of table `g`; a
-//! key `R` with primary `x` there; table `g + 1` is added; a key `X` of the same fingerprint,
-//! with primary at the `y` end, goes into it; removing `R` takes `X`'s copy there, so `X` now
-//! stands on `R`'s copy in `x`; removing `X` finds no copy in table `g + 1` and takes the copy
-//! in its primary `y` of table `g`: `K`'s. `K` is now held at `x` alone, with no bit in `y`.)
-//! Every take that breaks \[overflow.I1\] in table `g` this way removes a key inserted into a
-//! newer table, so it follows the Release store that published table `g + 1` \[growth.G1\];
-//! a one-line load of `y` that reads the take, or any later store to `y` (made by a later
-//! holder of `y`'s stripe, whose lock acquired the take's unlock), is Acquire and so makes
-//! the reload of \[overflow.R2\] see the new table.
+//! Write `c_x`, `c_y` for the copies of `f` in the pair `{x, y}` and `n_x`, `n_y` for the
+//! natives with fingerprint `f` and primary `x` or `y`; `c_x + c_y >= n_x + n_y`. Every event
+//! that changes `c_x`, `n_x` or `bit(f)` in `x` holds `x`'s stripe lock, except a hand-over
+//! by a take in another table (below), so each value of `x`'s word is one point of a
+//! sequence at which \[overflow.I1\] holds:
+//!
+//! - A put into the primary raises `c_x` with `n_x` (W1). A put into the alternate, or a
+//!   unique insert standing on a copy in the alternate, raises `n_x` only with `bit(f)` set
+//!   in `x` (W2). A hop lowers `c_s` only with `bit(f)` set in `s` (W3).
+//! - A remove of a native takes from its primary `x` when `x` holds `f`, lowering `c_x` with
+//!   `n_x`. One that takes from `y` because `x` holds no `f` finds `c_x = 0`, so
+//!   `c_y >= n_x + n_y >= 1 + n_y` and `c_y - 1 >= n_y`. One that takes from `y` although `x`
+//!   holds `f` sets `bit(f)` in `y` (W4).
+//! - A remove of a key whose claim is in an older table, taking a copy here, hands one native
+//!   down (growth (b)): one with primary `x` after a take from `x`, one with primary `y`
+//!   after a take from `y`, or none if the pair held a spare copy; the counts above hold as
+//!   for a native's remove.
+//! - A remove of a key inserted into a newer table takes here only as a table other than the
+//!   newest, so it sets the bit where it takes (W6). These are the only takes that can leave
+//!   a native's primary short: a key handed down stands on a copy at either end of its pair
+//!   here, not necessarily its primary's.
 //!
 //! # Why a one-line "absent" misses no key
 //!
-//! Take a key `K` of the newest table `g`, with primary `x`, inserted before the lookup and
-//! not removed, and a lookup whose reload \[overflow.R2\] still finds `g`. `K`'s put (or the
-//! bit its W2 set first) happened before the lookup, so the one-line load reads that store or
-//! a later one (coherence). Every store to `x` from then on keeps \[overflow.I1\] with `K`
-//! counted in `n_x`: `bit(f)` is set in the word read (so the lookup reads two lines), or `x`
-//! holds `f` in it. The two-line read is the stripe protocol's, and the older tables' reads
-//! keep growth's argument \[growth.G4\]: a one-line answer whose load read a take
-//! synchronizes with the take's Release fence \[stripe.W3\] as a validated read would.
+//! Take a native `K` of the newest table `g`, with primary `x`, inserted before the lookup and
+//! not removed. `K`'s put (or the bit its W2 set first) happened before the lookup, so the
+//! one-line load reads that store or a later one (coherence), and by \[overflow.I1\] the word
+//! read holds `f` or `bit(f)`. If `K` was handed down to an older table meanwhile, the take
+//! that did it was at `x` (a take at `y` hands down a native with primary `x` only when `x`
+//! holds no `f`, and then its bit is set) and the one-line load read it or a later store to
+//! `x`: the load is Acquire, so it synchronizes with that take's Release fence \[stripe.W3\]
+//! (or the release sequence of the later holder of `x`'s stripe), and the older tables' reads
+//! see the stand-in's put as growth's argument \[growth.G4\] requires. A key inserted into an
+//! older table is a native of table `g` only through such a hand-over chain, and one whose
+//! claim is still in an older table is found there by the two-line reads.
+//!
+//! \[overflow.R2\] is a second, independent guard for live lookups: a reader that loaded the
+//! count before table `g + 1` was added treats table `g` as the newest. Every take in table
+//! `g` by a remove of a key of table `g + 1` or later follows that key's insert, which
+//! followed the Release store publishing table `g + 1` \[growth.G1\]; an Acquire one-line load
+//! that reads such a take, or a later store to the same bucket, makes the reload see the new
+//! table. W6 is what keeps a snapshot's copy of table `g` true to \[overflow.I1\] when the
+//! filter grows during the copy; with it the reload only costs a load of a line the lookup
+//! has already read.
 //!
 //! The models in `table::overflow::loom_tests` check each step beside a broken variant that
 //! loom must catch.
@@ -134,8 +155,17 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         } else if word & L::overflow_bit(p.fp) == 0 {
             Some(Lookup::AbsentOneLine)
         } else {
+            #[cfg(all(test, cuckoo_loom))]
+            crate::sharded::bump(&self.bit_sends);
             None
         }
+    }
+
+    /// One-line reads a set bit sent to two lines so far.
+    #[cfg(all(test, cuckoo_loom))]
+    pub(crate) fn bit_sends(&self) -> u64 {
+        // ORDERING: Relaxed; a statistic read after the model's threads are joined.
+        self.bit_sends.load(Ordering::Relaxed)
     }
 
     /// Whether lookups may answer from one line (loom models of the two-line protocol turn it

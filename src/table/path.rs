@@ -23,7 +23,7 @@
 use super::geometry::Geometry;
 use super::stripe::PairLock;
 use super::{Probe, RawTable};
-use crate::fingerprint::{empty_lanes, first_lane, lane, with_lane, Layout, SLOTS};
+use crate::fingerprint::{empty_lanes, first_lane, lane, with_lane, Layout};
 use crate::sync::Ordering;
 
 /// The longest cuckoo path an insert may search, in buckets: the bound on the builder's
@@ -59,16 +59,16 @@ impl Path {
 #[derive(Debug, Clone, Copy)]
 struct Node {
     bucket: u32,
+    parent: u32,
     fp: u16,
-    parent: u16,
     slot: u8,
     depth: u8,
 }
 
 /// The most nodes a search of paths up to `len` buckets can queue: two roots, each with up
-/// to `SLOTS` children per level.
-fn queue_bound(len: usize) -> usize {
-    2 * (0..len).map(|d| SLOTS.pow(d as u32)).sum::<usize>()
+/// to `slots` children per level.
+fn queue_bound(slots: usize, len: usize) -> usize {
+    2 * (0..len).map(|d| slots.pow(d as u32)).sum::<usize>()
 }
 
 impl<L: Layout, G: Geometry> RawTable<L, G> {
@@ -78,8 +78,9 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// re-validated hop by hop by [`execute_path`](Self::execute_path). `None` means no bucket
     /// within `max_path_len` has a free slot.
     pub(crate) fn search_path(&self, p: Probe) -> Option<Path> {
-        debug_assert!(queue_bound(MAX_PATH_LEN) <= usize::from(u16::MAX));
-        let mut queue: Vec<Node> = Vec::with_capacity(queue_bound(self.max_path_len).min(256));
+        debug_assert!(queue_bound(L::SLOTS, MAX_PATH_LEN) <= u32::MAX as usize);
+        let mut queue: Vec<Node> =
+            Vec::with_capacity(queue_bound(L::SLOTS, self.max_path_len).min(256));
         let root = |bucket: usize| Node {
             bucket: bucket as u32,
             fp: 0,
@@ -102,7 +103,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 return Some(Self::trace(&queue, head));
             }
             if usize::from(node.depth) + 1 < self.max_path_len {
-                for slot in 0..SLOTS {
+                for slot in 0..L::SLOTS {
                     let fp = lane::<L>(word, slot);
                     let child = self.geometry.alternate(bucket as u64, fp) as usize;
                     // A fingerprint whose two buckets coincide cannot make room.
@@ -112,7 +113,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                     queue.push(Node {
                         bucket: child as u32,
                         fp: fp as u16,
-                        parent: head as u16,
+                        parent: head as u32,
                         slot: slot as u8,
                         depth: node.depth + 1,
                     });
@@ -128,7 +129,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         let mut path = Path::default();
         let mut node = queue[found];
         while node.depth > 0 {
-            let parent = queue[usize::from(node.parent)];
+            let parent = queue[node.parent as usize];
             path.hops[path.len] = Hop {
                 from: parent.bucket as usize,
                 slot: usize::from(node.slot),
@@ -178,7 +179,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 walk.reverse();
                 return Some(walk);
             }
-            let slot = (next() % SLOTS as u64) as usize;
+            let slot = (next() % L::SLOTS as u64) as usize;
             let fp = lane::<L>(word, slot);
             let to = self.geometry.alternate(bucket as u64, fp) as usize;
             if fp == 0 || to == bucket {
@@ -286,7 +287,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests {
     use super::*;
-    use crate::fingerprint::{alternate_index, Fp16};
+    use crate::fingerprint::{alternate_index, Fp16, SLOTS};
 
     /// A fingerprint whose alternate of bucket `from` is `to` in a table of `m` buckets.
     fn fp_linking(from: usize, to: usize, m: usize) -> u64 {
@@ -298,8 +299,8 @@ mod tests {
     #[test]
     fn queue_bound_matches_libcuckoo() {
         // libcuckoo: 2 * (4^5 - 1) / 3 = 682 buckets for paths of 5.
-        assert_eq!(queue_bound(5), 682);
-        assert!(queue_bound(MAX_PATH_LEN) <= usize::from(u16::MAX));
+        assert_eq!(queue_bound(4, 5), 682);
+        assert!(queue_bound(5, MAX_PATH_LEN) <= u32::MAX as usize);
     }
 
     #[test]

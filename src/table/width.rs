@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, Hash};
 
 use super::geometry::{Flat, Nested};
 use super::{Extra, InsertFailure, Inserted, Lookup, Probe, RawTable};
-use crate::fingerprint::{Fp15, Fp16, Fp8, Layout};
+use crate::fingerprint::{Fp12, Fp15, Fp16, Fp8, Layout};
 use crate::stats::Stats;
 
 /// Keys hashed and prefetched ahead of probing in [`Table::contains_many`].
@@ -17,6 +17,8 @@ const BATCH: usize = 16;
 pub(crate) enum Width {
     /// Four 8-bit fingerprints per bucket ([`Fp8`]).
     Fp8,
+    /// The 12-bit class: five 12-bit fingerprints and four overflow bits ([`Fp12`]).
+    Fp12,
     /// The 16-bit class: four 15-bit fingerprints and four overflow bits ([`Fp15`]).
     Fp15,
     /// Four plain 16-bit fingerprints ([`Fp16`]): format-2 snapshots only.
@@ -24,20 +26,23 @@ pub(crate) enum Width {
 }
 
 impl Width {
-    /// The layout a new filter of the `class`-bit class gets (8 or 16).
+    /// The layout a new filter of the `class`-bit class gets (8, 12 or 16).
     pub(crate) fn for_class(class: u32) -> Width {
-        debug_assert!(class == Fp8::CLASS || class == Fp15::CLASS);
-        if class == Fp8::CLASS {
-            Width::Fp8
-        } else {
-            Width::Fp15
+        match class {
+            8 => Width::Fp8,
+            12 => Width::Fp12,
+            _ => {
+                debug_assert_eq!(class, Fp15::CLASS);
+                Width::Fp15
+            }
         }
     }
 
-    /// Bits per slot, overflow bits included.
+    /// The width class: bits per slot, overflow bits included (rounded down).
     pub(crate) fn class(self) -> u32 {
         match self {
             Width::Fp8 => Fp8::CLASS,
+            Width::Fp12 => Fp12::CLASS,
             Width::Fp15 => Fp15::CLASS,
             Width::Fp16 => Fp16::CLASS,
         }
@@ -47,8 +52,27 @@ impl Width {
     pub(crate) fn fingerprint_bits(self) -> u32 {
         match self {
             Width::Fp8 => Fp8::BITS,
+            Width::Fp12 => Fp12::BITS,
             Width::Fp15 => Fp15::BITS,
             Width::Fp16 => Fp16::BITS,
+        }
+    }
+
+    /// Fingerprint slots per bucket.
+    pub(crate) fn slots(self) -> usize {
+        match self {
+            Width::Fp8 => Fp8::SLOTS,
+            Width::Fp12 => Fp12::SLOTS,
+            Width::Fp15 => Fp15::SLOTS,
+            Width::Fp16 => Fp16::SLOTS,
+        }
+    }
+
+    /// Whether the layout has overflow bits (one-line negatives, `overflow`).
+    pub(crate) fn has_overflow_bits(self) -> bool {
+        match self {
+            Width::Fp8 | Width::Fp16 => false,
+            Width::Fp12 | Width::Fp15 => true,
         }
     }
 
@@ -67,9 +91,11 @@ impl Width {
 #[derive(Debug)]
 pub(crate) enum Table {
     Fp8(RawTable<Fp8>),
+    Fp12(RawTable<Fp12>),
     Fp15(RawTable<Fp15>),
     Fp16(RawTable<Fp16>),
     Fp8Nested(RawTable<Fp8, Nested>),
+    Fp12Nested(RawTable<Fp12, Nested>),
     Fp15Nested(RawTable<Fp15, Nested>),
     Fp16Nested(RawTable<Fp16, Nested>),
 }
@@ -79,9 +105,11 @@ macro_rules! with_table {
     ($table:expr, $t:ident => $body:expr) => {
         match $table {
             Table::Fp8($t) => $body,
+            Table::Fp12($t) => $body,
             Table::Fp15($t) => $body,
             Table::Fp16($t) => $body,
             Table::Fp8Nested($t) => $body,
+            Table::Fp12Nested($t) => $body,
             Table::Fp15Nested($t) => $body,
             Table::Fp16Nested($t) => $body,
         }
@@ -100,6 +128,9 @@ impl Table {
     ) -> Option<Self> {
         Some(match width {
             Width::Fp8 => Table::Fp8(RawTable::new(buckets, max_path_len)?.with_random_walk(kicks)),
+            Width::Fp12 => {
+                Table::Fp12(RawTable::new(buckets, max_path_len)?.with_random_walk(kicks))
+            }
             Width::Fp15 => {
                 Table::Fp15(RawTable::new(buckets, max_path_len)?.with_random_walk(kicks))
             }
@@ -131,10 +162,14 @@ impl Table {
         let len = max_path_len;
         Ok(match (width, shift) {
             (Width::Fp8, None) => Table::Fp8(RawTable::load(flat, len, fill, no_memory)?),
+            (Width::Fp12, None) => Table::Fp12(RawTable::load(flat, len, fill, no_memory)?),
             (Width::Fp15, None) => Table::Fp15(RawTable::load(flat, len, fill, no_memory)?),
             (Width::Fp16, None) => Table::Fp16(RawTable::load(flat, len, fill, no_memory)?),
             (Width::Fp8, Some(shift)) => {
                 Table::Fp8Nested(RawTable::load(nested(shift), len, fill, no_memory)?)
+            }
+            (Width::Fp12, Some(shift)) => {
+                Table::Fp12Nested(RawTable::load(nested(shift), len, fill, no_memory)?)
             }
             (Width::Fp15, Some(shift)) => {
                 Table::Fp15Nested(RawTable::load(nested(shift), len, fill, no_memory)?)
@@ -207,6 +242,7 @@ impl Table {
         let (base, len) = (self.num_buckets(), self.max_path_len());
         let table = match self.width() {
             Width::Fp8 => Table::Fp8Nested(RawTable::nested(base, shift, len)?),
+            Width::Fp12 => Table::Fp12Nested(RawTable::nested(base, shift, len)?),
             Width::Fp15 => Table::Fp15Nested(RawTable::nested(base, shift, len)?),
             Width::Fp16 => Table::Fp16Nested(RawTable::nested(base, shift, len)?),
         };
@@ -282,6 +318,7 @@ impl Table {
     pub(crate) fn width(&self) -> Width {
         match self {
             Table::Fp8(_) | Table::Fp8Nested(_) => Width::Fp8,
+            Table::Fp12(_) | Table::Fp12Nested(_) => Width::Fp12,
             Table::Fp15(_) | Table::Fp15Nested(_) => Width::Fp15,
             Table::Fp16(_) | Table::Fp16Nested(_) => Width::Fp16,
         }

@@ -17,7 +17,7 @@ use loom::thread;
 use super::super::loom_tests::{explore, fp_linking, Census};
 use super::super::path::Hop;
 use super::super::stripe::Broken;
-use super::super::{growth, Inserted, Lookup, Probe, RawTable, Table as AnyTable, Tables};
+use super::super::{growth, Inserted, Lookup, Probe, RawTable, Table as AnyTable, Tables, Width};
 use crate::fingerprint::{Fp15, Layout};
 use crate::sync::{AtomicBool, Ordering};
 
@@ -250,19 +250,24 @@ fn key(fp: u64, base: u64, sub: u64) -> u64 {
     (base << 63) | (sub << 16) | fp
 }
 
-/// The trace of `overflow`'s module doc. The base table has buckets {0, 1}; `K` (primary 1)
-/// and `R` (primary 0) share fingerprint `f` and sit in their primaries. A reader loads the
-/// table count (no growth yet) and reads `K`'s primary from one line. A writer adds a table,
-/// inserts `X` (fingerprint `f`, base bucket 1, the sub-bucket of `R`'s alternate there),
-/// removes `R` (which takes `X`'s copy in the new table: `X` now stands on `R`'s copy in
-/// bucket 0 of the base), then removes `X` (no copy in the new table; in the base, its primary
-/// 1 holds `K`'s copy, which it takes). `K` is left with a copy in bucket 0 only, and no bit
-/// in bucket 1: only the reload of the table count keeps the reader from "absent".
-fn claim_handed_to_an_older_table(stripes: Broken, growth: growth::Broken, census: Census) {
+/// The hand-over trace of `overflow`'s module doc. The base table has buckets {0, 1}; `K`
+/// (primary 1) and `R` (primary 0) share fingerprint `f` and sit in their primaries. A reader
+/// looks `K` up, loading the table count before a writer adds a table, inserts `X`
+/// (fingerprint `f`, base bucket 1, the sub-bucket of `R`'s alternate there), removes `R`
+/// (which takes `X`'s copy in the new table: `X` now stands on `R`'s copy in bucket 0 of the
+/// base), then removes `X` (no copy in the new table; in the base, its primary 1 holds `K`'s
+/// copy, which it takes). `K` is left with a copy in bucket 0 only. Either guard alone keeps
+/// the reader from "absent": the reload of the table count \[overflow.R2\], or the bit the
+/// last remove sets in bucket 1 of the base, a table that is no longer the newest
+/// \[overflow.W6\].
+fn claim_handed_to_an_older_table(
+    stripes: Broken,
+    growth: growth::Broken,
+) -> (Arc<Tables>, Option<usize>) {
     let f = (1..=Fp15::LANE)
         .find(|&f| crate::fingerprint::alternate_index(0, f, 2) == 1)
         .expect("a fingerprint pairing the two base buckets");
-    let mut base = AnyTable::new(crate::table::Width::Fp15, 2, 1, 0).expect("a tiny table");
+    let mut base = AnyTable::new(Width::Fp15, 2, 1, 0).expect("a tiny table");
     let AnyTable::Fp15(raw) = &mut base else {
         unreachable!("a 15-bit flat base")
     };
@@ -273,10 +278,8 @@ fn claim_handed_to_an_older_table(stripes: Broken, growth: growth::Broken, censu
     let (k, r) = (key(f, 1, 0), key(f, 0, 0));
     assert_eq!(t.insert(k, false), Ok(Inserted::Added));
     assert_eq!(t.insert(r, false), Ok(Inserted::Added));
-    // `R`'s alternate in the grown table: base bucket 1, sub-bucket `(mix(f) - 0) mod 2`.
-    let sub = (0..2)
-        .find(|&s| crate::fingerprint::nested_alternate_index(0, f, 2, 1) == 2 | s)
-        .expect("R's alternate lies under base bucket 1");
+    // `R`'s alternate in the grown table lies under base bucket 1.
+    let sub = crate::fingerprint::nested_alternate_index(0, f, 2, 1) & 1;
     let x = key(f, 1, sub);
     let writer = {
         let t = Arc::clone(&t);
@@ -289,22 +292,51 @@ fn claim_handed_to_an_older_table(stripes: Broken, growth: growth::Broken, censu
     };
     let reader = {
         let t = Arc::clone(&t);
-        thread::spawn(move || t.contains(k))
+        thread::spawn(move || t.find(k))
     };
     writer.join().unwrap();
     let found = reader.join().unwrap();
     assert!(
-        found,
+        found.is_some(),
         "false negative: K handed to the other end of its pair in an older table"
     );
-    census.saw(t.stale_one_line_answers() > 0);
+    (t, found)
+}
+
+/// \[overflow.W6\] off, to show that the reload alone suffices.
+fn w6_off() -> Broken {
+    Broken {
+        older_remove_unmarked: true,
+        ..Broken::default()
+    }
 }
 
 #[test]
 fn loom_overflow_a_one_line_absent_rechecks_the_table_count() {
     explore("a one-line absent whose reload found a new table", |c| {
-        claim_handed_to_an_older_table(Broken::default(), growth::Broken::default(), c)
+        let (t, _) = claim_handed_to_an_older_table(w6_off(), growth::Broken::default());
+        c.saw(t.stale_one_line_answers() > 0);
     });
+}
+
+#[test]
+fn loom_overflow_a_remove_in_an_older_table_sets_its_bit() {
+    explore(
+        "a one-line read sent to two lines by the older remove's bit",
+        |c| {
+            let (t, found) = claim_handed_to_an_older_table(
+                Broken::default(),
+                growth::Broken {
+                    one_line_unrechecked: true,
+                    ..growth::Broken::default()
+                },
+            );
+            let AnyTable::Fp15(base) = t.base() else {
+                unreachable!("a 15-bit flat base")
+            };
+            c.saw(found == Some(0) && base.bit_sends() > 0);
+        },
+    );
 }
 
 #[test]
@@ -312,13 +344,12 @@ fn loom_overflow_a_one_line_absent_rechecks_the_table_count() {
 fn loom_overflow_control_one_line_unrechecked() {
     loom::model(|| {
         claim_handed_to_an_older_table(
-            Broken::default(),
+            w6_off(),
             growth::Broken {
                 one_line_unrechecked: true,
                 ..growth::Broken::default()
             },
-            Census::default(),
-        )
+        );
     });
 }
 
@@ -329,9 +360,73 @@ fn loom_overflow_control_one_line_relaxed() {
         claim_handed_to_an_older_table(
             Broken {
                 one_line_relaxed: true,
-                ..Broken::default()
+                ..w6_off()
             },
             growth::Broken::default(),
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// [overflow.W2]: a unique insert standing on a copy in its alternate marks its primary.
+// ---------------------------------------------------------------------------------------
+
+/// `K` (primary 1) sits in bucket 1; a unique insert of `K2` (same fingerprint, primary 0)
+/// finds it and answers "already present", while a hop moves `K`'s copy to bucket 0. A reader
+/// looks `K2` up once its insert returned.
+fn unique_insert_on_a_copy_in_the_alternate(broken: Broken, census: Census) {
+    let t = two_buckets(broken);
+    let f = fp_linking(0, 1, 2, 1);
+    t.set_slot(1, 0, f);
+    let k2 = t.probe_at(0, f);
+    let hop = Hop {
+        from: 1,
+        slot: 0,
+        fp: f,
+        to: 0,
+    };
+    let inserted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&inserted);
+    let inserting = spawn(&t, move |t| {
+        assert_eq!(t.insert(k2, true), Ok(Inserted::AlreadyPresent));
+        // ORDERING: Release; the reader's lookup happens after the insert returned.
+        flag.store(true, Ordering::Release);
+    });
+    let moving = spawn(&t, move |t| t.displace(hop));
+    let flag = Arc::clone(&inserted);
+    let reading = spawn(&t, move |t| {
+        // ORDERING: Acquire; pairs with the Release above.
+        while !flag.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        lookup(t, k2)
+    });
+    inserting.join().unwrap();
+    assert!(moving.join().unwrap(), "bucket 0 had room for the hop");
+    let answer = reading.join().unwrap();
+    assert!(
+        answer.present(),
+        "false negative: a unique insert answered already present and its key reads absent"
+    );
+    census.saw(answer == Answer::TwoLines(true));
+}
+
+#[test]
+fn loom_overflow_a_unique_insert_marks_its_primary() {
+    explore("K2 found in its alternate through the bit", |c| {
+        unique_insert_on_a_copy_in_the_alternate(Broken::default(), c)
+    });
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_overflow_control_unique_uncovered() {
+    loom::model(|| {
+        unique_insert_on_a_copy_in_the_alternate(
+            Broken {
+                unique_uncovered: true,
+                ..Broken::default()
+            },
             Census::default(),
         )
     });
