@@ -237,12 +237,15 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// A key whose insert happened before the call began is reported present (no false
     /// negatives). A key inserted while the call runs may be reported absent even where a
     /// [`contains`](Self::contains) made at the same moment would find it: a call that begins
-    /// on a filter that has not grown reads only the base table for the whole batch, so it
-    /// misses a key placed in a table grown during the call.
+    /// on a filter that has not grown reads only the base table, so it misses a key placed in
+    /// a table grown during the call (if the filter grew, keys answered "absent" from one
+    /// bucket are all looked up again, one by one).
     ///
     /// Faster than calling [`contains`](Self::contains) in a loop on large filters: keys are
-    /// hashed and their buckets prefetched 16 at a time before any is probed, so the memory
-    /// loads of consecutive keys overlap. Allocates nothing.
+    /// hashed and their primary buckets prefetched 16 at a time before any is probed, so the
+    /// memory loads of consecutive keys overlap; keys whose primary bucket does not answer
+    /// (see [`overflow_share`](Self::overflow_share)) get their other bucket prefetched and
+    /// read after. Allocates nothing.
     ///
     /// # Panics
     ///

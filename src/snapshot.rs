@@ -53,7 +53,7 @@
 //! runs. The protocol, its proof and its loom models are in the crate's `table::copy`
 //! module.
 //!
-//! # The format (version 2)
+//! # The format (version 3)
 //!
 //! Every integer is little-endian. A snapshot is a header, the tables, and a trailer.
 //!
@@ -62,8 +62,8 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic: `89 43 55 43 4B 4F 4F 0A` (`\x89CUCKOO\n`) |
-//! | 8 | 2 | format version: 1 |
-//! | 10 | 1 | fingerprint bits: 8 or 16 |
+//! | 8 | 2 | format version: 3 |
+//! | 10 | 1 | fingerprint bits, which name the layout: 8, 12, 15 or 16 |
 //! | 11 | 1 | maximum cuckoo path length, in buckets: 1 to 8 |
 //! | 12 | 1 | growth shift: `log2` of the growth factor (0 to 4) |
 //! | 13 | 1 | growth steps allowed: 0 (the filter never grows) to 32 |
@@ -98,10 +98,19 @@
 //! `base << (i * shift)` buckets. A section is:
 //!
 //! - the table's bucket words, in bucket order: 4 bytes each for 8-bit fingerprints, 8 bytes
-//!   each for 16-bit ones. A word holds the bucket's four slots, slot `j` in bits
-//!   `j * bits` to `(j + 1) * bits - 1`; 0 is an empty slot. (Plain words: the paper's
-//!   semi-sorting would save one bit per slot but decodes slower than a whole load runs;
-//!   `benches/semi_sort.rs` measures it.)
+//!   for the others. 0 is an empty slot. (Plain words: the paper's semi-sorting would save
+//!   one bit per slot but decodes slower than a whole load runs; `benches/semi_sort.rs`
+//!   measures it.)
+//!   - 8 or 16 bits: four slots, slot `j` in bits `j * bits` to `(j + 1) * bits - 1`.
+//!   - 15 bits (the 16-bit class): four 16-bit lanes, slot `j`'s fingerprint in bits `16 j`
+//!     to `16 j + 14`; bit `16 j + 15` is the bucket's overflow bit `j`, owned by the
+//!     fingerprints `f` with `f >> 13 == j`.
+//!   - 12 bits (the 12-bit class): five slots, slot `j` in bits `12 j` to `12 j + 11`;
+//!     bits 60 to 63 are the overflow bits, bit `60 + (f >> 10)` owned by fingerprint `f`.
+//!
+//!   An overflow bit set in a bucket says a copy of one of its fingerprints whose primary
+//!   bucket this is may live in the other bucket of its pair (`table::overflow`); a reader
+//!   keeps them as they are.
 //! - the number of extras, 8 bytes, at most one per slot of the table;
 //! - a checkpoint, 8 bytes: XXH64, seeded with the header's checksum, of every byte from the
 //!   end of the header to the end of the number of extras, so that damage to the words or the
@@ -115,8 +124,10 @@
 //! its header: a header spliced onto another snapshot's body (of the same shape, say, but
 //! another seal id) fails the body's checks.
 //!
-//! A future format gets a new version number; this build refuses any version but 2 (version
-//! 1 had a 96-byte header without the MAC, and its tag was the seal itself).
+//! A future format gets a new version number. This build reads versions 2 and 3: version 2
+//! is version 3 with fingerprint bits 8 or 16 only (plain words, no overflow bits); a table
+//! loaded from it keeps its plain 16-bit fingerprints until the filter is rebuilt. It refuses
+//! version 1 (a 96-byte header without the MAC, whose tag was the seal itself).
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;

@@ -11,7 +11,7 @@ use loom::thread;
 use super::super::loom_tests::{explore, Census};
 use super::{Broken, Tables};
 use crate::sync::{AtomicBool, Ordering};
-use crate::table::{stripe, Inserted, Table};
+use crate::table::{stripe, Inserted, Table, Width};
 
 /// The key whose copies the models move about (fingerprint 7, sub-bucket 0).
 const K: u64 = 0x0000_0001_0000_0007;
@@ -29,7 +29,7 @@ fn filler(fp: u64) -> u64 {
 /// A filter of one one-bucket base table that may add `max_steps` tables, doubling, with
 /// `broken` in its growth protocol.
 fn tables(max_steps: usize, broken: Broken) -> Arc<Tables> {
-    let base = Table::new(16, 1, 1, 0).expect("a tiny table");
+    let base = Table::new(Width::Fp15, 1, 1, 0).expect("a tiny table");
     let mut t = Tables::new(base, 1, max_steps);
     t.broken = broken;
     Arc::new(t)
@@ -311,9 +311,9 @@ fn loom_growth_control_unique_outgrown_unchecked() {
 /// primary bucket 0, which is `K`'s copy; `K2`'s copy in bucket 1 stands in for `K`. A lookup
 /// of `K` (grown table, then base) must find it, from a validated read of the base.
 fn stale_net_move_in_an_older_table(broken: stripe::Broken, census: Census) {
-    let mut base = Table::new(16, 2, 1, 0).expect("a tiny table");
-    let Table::Fp16(raw) = &mut base else {
-        unreachable!("a 16-bit flat base")
+    let mut base = Table::new(Width::Fp15, 2, 1, 0).expect("a tiny table");
+    let Table::Fp15(raw) = &mut base else {
+        unreachable!("a 15-bit flat base")
     };
     raw.broken = broken;
     let t = Arc::new(Tables::new(base, 1, 1));

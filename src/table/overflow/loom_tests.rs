@@ -19,8 +19,6 @@ use super::super::path::Hop;
 use super::super::stripe::Broken;
 use super::super::{growth, Inserted, Lookup, Probe, RawTable, Table as AnyTable, Tables, Width};
 use crate::fingerprint::{Fp15, Layout};
-use crate::sync::{AtomicBool, Ordering};
-
 const _: () = assert!(Fp15::OVERFLOW != 0);
 
 type Table = RawTable<Fp15>;
@@ -122,8 +120,8 @@ fn loom_overflow_control_hop_bit_separate() {
 
 /// Bucket 0 holds `J` (fingerprint `f`, primary 0) and three others, so an insert of `K`
 /// (fingerprint `f`, primary 0) goes to bucket 1 unless a remove of `J` freed bucket 0 first.
-/// A reader looks `K` up once its insert returned (a flag); after the remove bucket 0 holds no
-/// `f`, so only `K`'s bit there sends the reader to bucket 1.
+/// A reader looks `K` up once its insert returned, racing the remove; after the remove bucket 0
+/// holds no `f`, so only `K`'s bit there sends the reader to bucket 1.
 fn insert_into_the_alternate(broken: Broken, census: Census) {
     let t = two_buckets(broken);
     let f = fp_linking(0, 1, 2, 1);
@@ -132,23 +130,11 @@ fn insert_into_the_alternate(broken: Broken, census: Census) {
         t.set_slot(0, slot, fp_linking(0, 1, 2, n));
     }
     let probe = t.probe_at(0, f);
-    let inserted = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&inserted);
-    let inserting = spawn(&t, move |t| {
-        assert_eq!(t.insert(probe, false), Ok(Inserted::Added));
-        // ORDERING: Release; the reader's lookup happens after the insert returned.
-        flag.store(true, Ordering::Release);
-    });
     let removing = spawn(&t, move |t| t.remove(probe));
-    let flag = Arc::clone(&inserted);
-    let reading = spawn(&t, move |t| {
-        // ORDERING: Acquire; pairs with the Release above.
-        while !flag.load(Ordering::Acquire) {
-            thread::yield_now();
-        }
-        lookup(t, probe)
-    });
-    inserting.join().unwrap();
+    let inserting = spawn(&t, move |t| t.insert(probe, false));
+    assert_eq!(inserting.join().unwrap(), Ok(Inserted::Added));
+    // Spawned once the insert returned, racing the remove.
+    let reading = spawn(&t, move |t| lookup(t, probe));
     assert!(removing.join().unwrap(), "J was there to remove");
     let answer = reading.join().unwrap();
     assert!(
@@ -373,7 +359,7 @@ fn loom_overflow_control_one_line_relaxed() {
 
 /// `K` (primary 1) sits in bucket 1; a unique insert of `K2` (same fingerprint, primary 0)
 /// finds it and answers "already present", while a hop moves `K`'s copy to bucket 0. A reader
-/// looks `K2` up once its insert returned.
+/// looks `K2` up once its insert returned, racing the hop.
 fn unique_insert_on_a_copy_in_the_alternate(broken: Broken, census: Census) {
     let t = two_buckets(broken);
     let f = fp_linking(0, 1, 2, 1);
@@ -385,23 +371,11 @@ fn unique_insert_on_a_copy_in_the_alternate(broken: Broken, census: Census) {
         fp: f,
         to: 0,
     };
-    let inserted = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&inserted);
-    let inserting = spawn(&t, move |t| {
-        assert_eq!(t.insert(k2, true), Ok(Inserted::AlreadyPresent));
-        // ORDERING: Release; the reader's lookup happens after the insert returned.
-        flag.store(true, Ordering::Release);
-    });
     let moving = spawn(&t, move |t| t.displace(hop));
-    let flag = Arc::clone(&inserted);
-    let reading = spawn(&t, move |t| {
-        // ORDERING: Acquire; pairs with the Release above.
-        while !flag.load(Ordering::Acquire) {
-            thread::yield_now();
-        }
-        lookup(t, k2)
-    });
-    inserting.join().unwrap();
+    let inserting = spawn(&t, move |t| t.insert(k2, true));
+    assert_eq!(inserting.join().unwrap(), Ok(Inserted::AlreadyPresent));
+    // Spawned once the insert returned, racing the hop.
+    let reading = spawn(&t, move |t| lookup(t, k2));
     assert!(moving.join().unwrap(), "bucket 0 had room for the hop");
     let answer = reading.join().unwrap();
     assert!(
