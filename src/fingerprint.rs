@@ -486,7 +486,30 @@ mod tests {
                 assert!((1..=0xFFFF).contains(&f16));
                 let f8 = fingerprint::<Fp8>(h);
                 assert!((1..=0xFF).contains(&f8));
+                let f15 = fingerprint::<Fp15>(h);
+                assert!((1..=0x7FFF).contains(&f15));
             }
+        }
+    }
+
+    #[test]
+    fn each_overflow_bit_is_owned_by_a_quarter_of_the_fingerprints() {
+        let mut owners = [0u32; SLOTS];
+        for fp in 1..=Fp15::LANE {
+            let bit = Fp15::overflow_bit(fp);
+            assert_eq!(bit.count_ones(), 1, "fp {fp:#x}");
+            assert_eq!(bit & Fp15::OVERFLOW, bit, "fp {fp:#x}: bit {bit:#x}");
+            assert_eq!(bit & Fp15::FP_MASK, 0);
+            let lane = (bit.trailing_zeros() / Fp15::STRIDE) as usize;
+            assert_eq!(lane as u64, fp >> 13, "fp {fp:#x}");
+            owners[lane] += 1;
+        }
+        assert_eq!(owners, [0x1FFF, 0x2000, 0x2000, 0x2000]);
+        assert_eq!(Fp15::FP_MASK | Fp15::OVERFLOW, u64::MAX);
+        assert_eq!(Fp15::FP_MASK & Fp15::OVERFLOW, 0);
+        for fp in [1u64, 0xFF, 0xFFFF] {
+            assert_eq!(Fp16::overflow_bit(fp), 0);
+            assert_eq!(Fp8::overflow_bit(fp & 0xFF), 0);
         }
     }
 
@@ -496,30 +519,58 @@ mod tests {
 
     fn mask_to_slots<L: Layout>(mask: u64) -> Vec<usize> {
         (0..SLOTS)
-            .filter(|&s| mask & (1 << (s as u32 * L::BITS + L::BITS - 1)) != 0)
+            .filter(|&s| mask & (1 << (s as u32 * L::STRIDE + L::STRIDE - 1)) != 0)
             .collect()
     }
 
-    fn check_swar<L: Layout>(lanes: [u64; SLOTS], fp: u64) {
-        let word = (0..SLOTS).fold(0, |w, s| with_lane::<L>(w, s, lanes[s] & L::LANE));
-        let expected = plain_match::<L>(word, fp);
-        assert_eq!(mask_to_slots::<L>(matching_lanes::<L>(word, fp)), expected);
-        assert_eq!(has_match::<L>(word, splat::<L>(fp)), !expected.is_empty());
-        // The pair test, with the word in either position and beside an empty or a full word.
-        for other in [0, L::LO * (L::LANE - fp.max(1) + 1).min(L::LANE), word] {
-            let either = !expected.is_empty() || !plain_match::<L>(other, fp).is_empty();
-            assert_eq!(pair_has_match::<L>(word, other, fp), either);
-            assert_eq!(pair_has_match::<L>(other, word, fp), either);
-        }
+    /// The SWAR and SSE2 tests against a plain loop, on a word of `lanes` whose overflow bits
+    /// are `overflow & L::OVERFLOW`: the overflow bits change no answer.
+    fn check_swar<L: Layout>(lanes: [u64; SLOTS], fp: u64, overflow: u64) {
+        let bits = overflow & L::OVERFLOW;
+        let word = (0..SLOTS).fold(bits, |w, s| with_lane::<L>(w, s, lanes[s] & L::LANE));
+        assert_eq!(word & L::OVERFLOW, bits, "with_lane dropped overflow bits");
+        let bare = word & !L::OVERFLOW;
+        let expected: Vec<usize> = (0..SLOTS).filter(|&s| lanes[s] & L::LANE == fp).collect();
+        let matching = matching_lanes::<L>(word, fp);
+        assert_eq!(matching, matching_lanes::<L>(bare, fp));
+        assert_eq!(mask_to_slots::<L>(matching), expected);
         assert_eq!(
-            mask_to_slots::<L>(empty_lanes::<L>(word)),
-            plain_match::<L>(word, 0)
+            matching & !L::HI,
+            0,
+            "a mask bit outside the lanes' high bits"
         );
+        assert_eq!(has_match::<L>(word, splat::<L>(fp)), !expected.is_empty());
+        assert_eq!(word_has_match::<L>(word, fp), !expected.is_empty());
+        // The pair test, with the word in either position and beside an empty or a full word
+        // (each with and without the overflow bits).
+        for other in [0, L::LO * (L::LANE - fp.max(1) + 1).min(L::LANE), word] {
+            for other in [other, other | bits, other | L::OVERFLOW] {
+                let either = !expected.is_empty() || !plain_match::<L>(other, fp).is_empty();
+                assert_eq!(pair_has_match::<L>(word, other, fp), either);
+                assert_eq!(pair_has_match::<L>(other, word, fp), either);
+            }
+        }
+        let empty: Vec<usize> = (0..SLOTS).filter(|&s| lanes[s] & L::LANE == 0).collect();
+        assert_eq!(mask_to_slots::<L>(empty_lanes::<L>(word)), empty);
+        assert_eq!(empty_lanes::<L>(word), empty_lanes::<L>(bare));
         if !expected.is_empty() {
-            assert_eq!(first_lane::<L>(matching_lanes::<L>(word, fp)), expected[0]);
+            assert_eq!(first_lane::<L>(matching), expected[0]);
         }
         for (s, &l) in lanes.iter().enumerate() {
             assert_eq!(lane::<L>(word, s), l & L::LANE);
+            let cleared = with_lane::<L>(word, s, 0);
+            assert_eq!(
+                cleared & L::OVERFLOW,
+                bits,
+                "clearing a lane dropped overflow bits"
+            );
+            assert_eq!(lane::<L>(cleared, s), 0);
+            let put = with_lane::<L>(cleared, s, fp);
+            assert_eq!(put & L::OVERFLOW, bits, "a put dropped overflow bits");
+            assert_eq!(lane::<L>(put, s), fp);
+            for t in (0..SLOTS).filter(|&t| t != s) {
+                assert_eq!(lane::<L>(put, t), lanes[t] & L::LANE);
+            }
         }
     }
 
@@ -528,13 +579,19 @@ mod tests {
         fn swar_matching_agrees_with_a_plain_loop_16(lanes in prop::array::uniform4(0u64..0x1_0000), pick in 0usize..5, other in 1u64..0x1_0000) {
             // Pick the fingerprint from the bucket (a hit) or at random (mostly a miss).
             let fp = if pick < SLOTS && lanes[pick] != 0 { lanes[pick] } else { other };
-            check_swar::<Fp16>(lanes, fp);
+            check_swar::<Fp16>(lanes, fp, 0);
+        }
+
+        #[test]
+        fn swar_matching_agrees_with_a_plain_loop_15(lanes in prop::array::uniform4(prop_oneof![Just(0u64), 1u64..0x8000]), pick in 0usize..5, other in 1u64..0x8000, overflow in any::<u64>()) {
+            let fp = if pick < SLOTS && lanes[pick] != 0 { lanes[pick] } else { other };
+            check_swar::<Fp15>(lanes, fp, overflow);
         }
 
         #[test]
         fn swar_matching_agrees_with_a_plain_loop_8(lanes in prop::array::uniform4(0u64..0x100), pick in 0usize..5, other in 1u64..0x100) {
             let fp = if pick < SLOTS && lanes[pick] != 0 { lanes[pick] } else { other };
-            check_swar::<Fp8>(lanes, fp);
+            check_swar::<Fp8>(lanes, fp, 0);
         }
     }
 
@@ -545,8 +602,29 @@ mod tests {
         for &a in &tricky16 {
             for &b in &tricky16 {
                 for &fp in &[1u64, 2, 0x8000, 0xFFFF, 0x100] {
-                    check_swar::<Fp16>([a, b, a, b], fp);
-                    check_swar::<Fp16>([0, a, 0, b], fp);
+                    check_swar::<Fp16>([a, b, a, b], fp, 0);
+                    check_swar::<Fp16>([0, a, 0, b], fp, 0);
+                }
+            }
+        }
+        let tricky15 = [
+            0u64, 1, 2, 0x100, 0x1FFF, 0x2000, 0x3FFF, 0x4000, 0x4001, 0x7FFE, 0x7FFF,
+        ];
+        let overflow = [
+            0,
+            Fp15::OVERFLOW,
+            0x8000,
+            0x8000_0000_0000_0000,
+            0x8000_0000_8000,
+        ];
+        for &a in &tricky15 {
+            for &b in &tricky15 {
+                for &fp in &[1u64, 2, 0x2000, 0x4000, 0x7FFF, 0x100] {
+                    for &bits in &overflow {
+                        check_swar::<Fp15>([a, b, a, b], fp, bits);
+                        check_swar::<Fp15>([0, a, 0, b], fp, bits);
+                        check_swar::<Fp15>([a, 0, b, 0], fp, bits);
+                    }
                 }
             }
         }
@@ -554,8 +632,8 @@ mod tests {
         for &a in &tricky8 {
             for &b in &tricky8 {
                 for &fp in &[1u64, 2, 0x80, 0xFF] {
-                    check_swar::<Fp8>([a, b, a, b], fp);
-                    check_swar::<Fp8>([0, a, 0, b], fp);
+                    check_swar::<Fp8>([a, b, a, b], fp, 0);
+                    check_swar::<Fp8>([0, a, 0, b], fp, 0);
                 }
             }
         }

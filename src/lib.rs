@@ -32,7 +32,7 @@
 //! assert_eq!(filter.len(), 100_000);
 //! assert!((0..100_000u64).all(|k| filter.contains(&k)));
 //! let false_positives = (100_000..200_000u64).filter(|k| filter.contains(k)).count();
-//! assert!(false_positives < 100); // about 0.012% of absent keys at 16 bits
+//! assert!(false_positives < 100); // about 0.023% of absent keys in the 16-bit class
 //! ```
 //!
 //! # Guarantees

@@ -63,11 +63,11 @@ fn keys_that_collide_under_one_seed_do_not_under_another() {
     let rate = reported as f64 / asked as f64;
     println!(
         "{} keys chosen to collide under seed {KNOWN_SEED:#x}: under 51 other seeds {reported} of \
-         {asked} lookups reported present ({rate:.5}; a 4-slot, 16-bit filter's rate is about \
-         8/65536 = 0.00012)",
+         {asked} lookups reported present ({rate:.5}; a 4-slot filter of 15-bit fingerprints has \
+         a rate of about 8/32768 = 0.00024)",
         chosen.len()
     );
-    // At most a few chance collisions: 64 * 51 lookups at ~0.00012 expect 0.4.
+    // At most a few chance collisions: 64 * 51 lookups at ~0.00024 expect 0.8.
     assert!(reported <= 4, "{reported} of {asked}");
 }
 

@@ -1,5 +1,5 @@
-//! Concurrency stress of growth: a filter built for 1,000 keys (and one adding tables of its
-//! base size, for many more steps) takes 400,000 from two writers, which also remove every
+//! Concurrency stress of growth: a filter built for 1,000 keys (of the 16-bit class, of the
+//! 8-bit one, and one adding tables of its base size, for many more steps) takes 400,000 from two writers, which also remove every
 //! third key they inserted, while two readers look keys up.
 //! Every lookup of a key known present (its insert returned before the lookup began and its
 //! remove had not begun when the lookup ended) must find it; no insert may fail.
@@ -27,6 +27,17 @@ fn key(w: u64, i: u64) -> u64 {
 #[test]
 fn growth_under_concurrent_inserts_removes_and_lookups() {
     stress(CuckooFilter::with_capacity(1_000), 6);
+}
+
+/// The 8-bit class, whose layout has no overflow bits.
+#[test]
+fn growth_under_concurrent_inserts_removes_and_lookups_8_bit() {
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .fingerprint_bits(8)
+        .build()
+        .unwrap();
+    stress(filter, 6);
 }
 
 /// Tables of the base table's size: many more growth steps, each under the same traffic.

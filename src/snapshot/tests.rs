@@ -510,6 +510,7 @@ fn extras_are_put_back_and_checked() {
         ((buckets as u64, 1), "an extra names no bucket"),
         ((0, 0), "an extra names no bucket"),
         ((0, 1 << 16), "an extra names no bucket"),
+        ((0, 1 << 15), "an extra names no bucket"),
     ] {
         match read(&with_extras(&bytes, buckets, &[extra])) {
             Err(SnapshotError::InvalidBody { what: w }) => assert!(w.starts_with(what), "{w}"),
@@ -531,6 +532,162 @@ fn extras_that_find_no_room_refuse_the_snapshot() {
     ));
     let eight = read(&with_extras(&snapshot_of(&filter), buckets, &extras[..8])).unwrap();
     assert_eq!(eight.len(), 8);
+}
+
+/// The words of `filter`'s base table.
+fn base_words(filter: &CuckooFilter) -> Vec<u64> {
+    let mut words = Vec::new();
+    filter
+        .tables()
+        .base()
+        .copy_out(1024, |chunk| {
+            words.extend_from_slice(chunk);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    words
+}
+
+/// A fixed filter of the plain 16-bit layout (as format 2 wrote the 16-bit class) holding
+/// keys `0..keys`, hashed as `filled`'s filters are.
+fn plain_16_bit(capacity: usize, keys: u64) -> CuckooFilter {
+    let template = filled(0, |b| b.capacity(capacity).growth(Growth::Fixed));
+    let buckets = template.tables().base().num_buckets();
+    let base = Table::new(Width::Fp16, buckets, template.max_path_len(), 0).unwrap();
+    let filter = CuckooFilter::from_parts(
+        template.hasher().clone(),
+        template.hash_keys(),
+        template.built_for(),
+        Tables::new(base, 0, 0),
+    );
+    for k in 0..keys {
+        filter.insert(&k).unwrap();
+    }
+    filter
+}
+
+/// `bytes` (a one-table snapshot of `buckets` 8-byte words) rewritten as format `version`.
+fn as_version(bytes: &[u8], buckets: usize, version: u16) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out[8..10].copy_from_slice(&version.to_le_bytes());
+    reseal_header(&mut out);
+    reseal_body(&mut out, buckets);
+    out
+}
+
+#[test]
+fn a_format_2_file_of_plain_16_bit_fingerprints_loads_as_plain_16_bit() {
+    let keys = 9_000;
+    let filter = plain_16_bit(10_000, keys);
+    let buckets = filter.tables().base().num_buckets();
+    let words = base_words(&filter);
+    assert!(
+        words.iter().any(|w| w & 0x8000_8000_8000_8000 != 0),
+        "no fingerprint uses its 16th bit"
+    );
+    let v3 = snapshot_of(&filter);
+    assert_eq!(v3[8..10], 3u16.to_le_bytes());
+    assert_eq!(v3[10], 16);
+    let v2 = as_version(&v3, buckets, 2);
+    let info = inspect(&v2[..]).unwrap();
+    assert_eq!(info.format_version, 2);
+    assert_eq!(info.fingerprint_bits, 16);
+    assert!(!info.overflow_bits);
+    assert!(info.body.is_ok());
+    let loaded = read(&v2).unwrap();
+    assert_eq!(loaded.tables().base().width(), Width::Fp16);
+    assert_eq!(base_words(&loaded), words);
+    assert_eq!(loaded.len(), filter.len());
+    assert!((0..keys).all(|k| loaded.contains(&k)), "a key went missing");
+    assert_eq!(loaded.overflow_share(), 0.0);
+    // It keeps working, in its own layout, and writes format 3 again.
+    for k in keys..keys + 400 {
+        loaded.insert(&k).unwrap();
+    }
+    assert!((0..keys + 400).all(|k| loaded.contains(&k)));
+    let again = snapshot_of(&loaded);
+    assert_eq!(
+        (again[8..10].to_vec(), again[10]),
+        (3u16.to_le_bytes().to_vec(), 16)
+    );
+}
+
+#[test]
+fn a_format_2_file_of_8_bit_fingerprints_still_loads() {
+    let filter = filled(3_000, |b| {
+        b.capacity(4_000).fingerprint_bits(8).growth(Growth::Fixed)
+    });
+    let buckets = filter.tables().base().num_buckets();
+    let v3 = snapshot_of(&filter);
+    assert_eq!(v3[10], 8);
+    // 4-byte words: the extras count follows the words at half the 16-bit offset.
+    let mut v2 = v3.clone();
+    v2[8..10].copy_from_slice(&2u16.to_le_bytes());
+    reseal_header(&mut v2);
+    let seed = u64::from_le_bytes(v2[88..96].try_into().unwrap());
+    let at = HEADER_LEN + buckets * 4 + 8;
+    let checkpoint = xxh64(&v2[HEADER_LEN..at], seed);
+    v2[at..at + 8].copy_from_slice(&checkpoint.to_le_bytes());
+    let end = v2.len() - 8;
+    let checksum = xxh64(&v2[HEADER_LEN..end], seed);
+    v2[end..].copy_from_slice(&checksum.to_le_bytes());
+    assert!(!inspect(&v2[..]).unwrap().overflow_bits);
+    let loaded = read(&v2).unwrap();
+    assert_eq!(loaded.tables().base().width(), Width::Fp8);
+    assert_eq!(base_words(&loaded), base_words(&filter));
+    assert!((0..3_000u64).all(|k| loaded.contains(&k)));
+}
+
+#[test]
+fn a_default_file_is_format_3_with_15_bit_fingerprints_and_overflow_bits() {
+    let filter = filled(5_000, |b| b.capacity(10_000).growth(Growth::Fixed));
+    assert_eq!(filter.tables().base().width(), Width::Fp15);
+    let buckets = filter.tables().base().num_buckets();
+    let bytes = snapshot_of(&filter);
+    assert_eq!(bytes[8..10], 3u16.to_le_bytes());
+    assert_eq!(bytes[10], 15);
+    let info = inspect(&bytes[..]).unwrap();
+    assert_eq!(info.format_version, 3);
+    // The class, as the filter reports it; byte 10 holds the fingerprint's bits.
+    assert_eq!(info.fingerprint_bits, 16);
+    assert!(info.overflow_bits);
+    // Format 2 had no 15-bit layout.
+    match read(&as_version(&bytes, buckets, 2)) {
+        Err(SnapshotError::InvalidHeader { field }) => assert_eq!(field, "fingerprint width"),
+        other => panic!("{:?}", other.map(|f| f.len())),
+    }
+    assert!(matches!(
+        inspect(&as_version(&bytes, buckets, 2)[..]),
+        Err(SnapshotError::InvalidHeader {
+            field: "fingerprint width"
+        })
+    ));
+}
+
+#[test]
+fn a_filled_15_bit_table_keeps_its_overflow_bits() {
+    let keys = 9_400;
+    let filter = filled(keys, |b| b.capacity(10_000).growth(Growth::Fixed));
+    // Removes after the fill: bits that stand for no copy now, which the file keeps too.
+    for k in (0..keys).step_by(3) {
+        assert!(filter.remove(&k));
+    }
+    let words = base_words(&filter);
+    let overflow = 0x8000_8000_8000_8000u64;
+    let marked = words.iter().filter(|&&w| w & overflow != 0).count();
+    assert!(
+        marked > words.len() / 10,
+        "{marked} of {} words marked",
+        words.len()
+    );
+    let loaded = read(&snapshot_of(&filter)).unwrap();
+    assert_eq!(loaded.tables().base().width(), Width::Fp15);
+    assert_eq!(base_words(&loaded), words);
+    assert_eq!(loaded.overflow_share(), filter.overflow_share());
+    assert!((0..keys)
+        .filter(|k| k % 3 != 0)
+        .all(|k| loaded.contains(&k)));
+    assert_eq!(loaded.len(), filter.len());
 }
 
 // ---------------------------------------------------------------------------------------

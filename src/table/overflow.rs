@@ -215,3 +215,6 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
 
 #[cfg(all(test, cuckoo_loom))]
 mod loom_tests;
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod tests;
