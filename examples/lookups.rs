@@ -124,7 +124,9 @@ fn main() {
             .count();
         let filled = start.elapsed().as_secs_f64();
         let probe = Probe::new(filter.memory_usage());
-        let ours = measure(&filter, &misses, &hits, |k, out| filter.contains_many(k, out));
+        let ours = measure(&filter, &misses, &hits, |k, out| {
+            filter.contains_many(k, out)
+        });
         let bare = measure(&probe, &misses, &hits, |k, out| probe.contains_many(k, out));
         println!(
             "{class}-bit class: inserted in {filled:.2} s ({:.1} M/s, {refused} refused), load {:.1}%, {:.2} bits per key",

@@ -371,9 +371,25 @@ pub(crate) fn empty_lanes<L: Layout>(word: u64) -> u64 {
     zero_lanes::<L>(word & L::FP_MASK)
 }
 
-/// Whether `word` holds fingerprint `fp`: the one-line read's comparison (SWAR).
+/// Whether `word` holds fingerprint `fp`: the one-line read's comparison. SSE2 on x86_64 for
+/// 16-bit lanes (one `pcmpeqw` against the fingerprint broadcast, with the overflow bits
+/// masked off), SWAR otherwise.
 #[inline(always)]
 pub(crate) fn word_has_match<L: Layout>(word: u64, fp: u64) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if L::STRIDE == 16 {
+        use core::arch::x86_64::{
+            _mm_cmpeq_epi16, _mm_cvtsi64_si128, _mm_movemask_epi8, _mm_set1_epi16,
+        };
+        // SAFETY: these intrinsics only require SSE2, which the cfg above proves is enabled
+        // for the whole build; they take no pointers and operate on register values only.
+        return unsafe {
+            let lanes = _mm_cvtsi64_si128((word & L::FP_MASK) as i64);
+            let equal = _mm_cmpeq_epi16(lanes, _mm_set1_epi16(fp as u16 as i16));
+            // The upper 64 bits are zero lanes, which never equal a fingerprint.
+            _mm_movemask_epi8(equal) != 0
+        };
+    }
     has_match::<L>(word, splat::<L>(fp))
 }
 

@@ -101,7 +101,7 @@
 use super::geometry::Geometry;
 use super::stripe::StripeLock;
 use super::{Probe, RawTable};
-use crate::fingerprint::{word_has_match, Layout};
+use crate::fingerprint::{fingerprint, word_has_match, Layout};
 use crate::sync::Ordering;
 
 /// What a lookup learned from one table.
@@ -121,11 +121,24 @@ const SHARE_SAMPLE: usize = 16_384;
 impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// A lookup in the filter's newest table: one line when the primary answers
     /// \[overflow.R1\], else the two-line read.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn contains_newest(&self, p: Probe) -> Lookup {
         match self.one_line(p) {
             Some(answer) => answer,
             None if self.contains(p) => Lookup::Present,
+            None => Lookup::Absent,
+        }
+    }
+
+    /// [`contains_newest`](Self::contains_newest) of the key of `hash`. The alternate bucket is
+    /// computed only when the lookup reads it.
+    #[inline(always)]
+    pub(crate) fn contains_newest_hash(&self, hash: u64) -> Lookup {
+        let fp = fingerprint::<L>(hash);
+        let primary = self.geometry.primary(hash) as usize;
+        match self.one_line_at(primary, fp) {
+            Some(answer) => answer,
+            None if self.contains(self.probe_at(primary, fp)) => Lookup::Present,
             None => Lookup::Absent,
         }
     }
@@ -135,6 +148,12 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// overflow bits).
     #[inline(always)]
     pub(crate) fn one_line(&self, p: Probe) -> Option<Lookup> {
+        self.one_line_at(p.primary, p.fp)
+    }
+
+    /// [`one_line`](Self::one_line) of fingerprint `fp` with primary bucket `primary`.
+    #[inline(always)]
+    fn one_line_at(&self, primary: usize, fp: u64) -> Option<Lookup> {
         if L::OVERFLOW == 0 || !self.one_line_enabled() {
             return None;
         }
@@ -149,10 +168,10 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         // ORDERING: Acquire; [overflow.R1] a load that reads a take synchronizes with the
         // take's Release fence [stripe.W3], so the reload of [overflow.R2] and the older
         // tables' reads see what happened before it.
-        let word = L::load(&self.buckets[p.primary], order);
-        if word_has_match::<L>(word, p.fp) {
+        let word = L::load(&self.buckets[primary], order);
+        if word_has_match::<L>(word, fp) {
             Some(Lookup::Present)
-        } else if word & L::overflow_bit(p.fp) == 0 {
+        } else if word & L::overflow_bit(fp) == 0 {
             Some(Lookup::AbsentOneLine)
         } else {
             #[cfg(all(test, cuckoo_loom))]
