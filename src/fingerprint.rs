@@ -65,6 +65,28 @@ pub(crate) trait Layout: Send + Sync + 'static {
     fn store(word: &Self::Word, value: u64, order: Ordering);
 }
 
+/// The word methods of a layout whose bucket is one `AtomicU64`.
+macro_rules! u64_word {
+    () => {
+        #[inline]
+        fn new_word() -> AtomicU64 {
+            AtomicU64::new(0)
+        }
+        #[inline]
+        fn word(value: u64) -> AtomicU64 {
+            AtomicU64::new(value)
+        }
+        #[inline(always)]
+        fn load(word: &AtomicU64, order: Ordering) -> u64 {
+            word.load(order)
+        }
+        #[inline(always)]
+        fn store(word: &AtomicU64, value: u64, order: Ordering) {
+            word.store(value, order);
+        }
+    };
+}
+
 /// Four 16-bit fingerprints in an `AtomicU64`: about 0.012% false positives at 95% load. The
 /// layout of the 16-bit class in format-2 snapshots, which hold no overflow bits; new filters
 /// use [`Fp15`].
@@ -99,22 +121,7 @@ impl Layout for Fp12 {
     fn overflow_bit(fp: u64) -> u64 {
         1 << (60 + (fp >> 10))
     }
-    #[inline]
-    fn new_word() -> AtomicU64 {
-        AtomicU64::new(0)
-    }
-    #[inline]
-    fn word(value: u64) -> AtomicU64 {
-        AtomicU64::new(value)
-    }
-    #[inline(always)]
-    fn load(word: &AtomicU64, order: Ordering) -> u64 {
-        word.load(order)
-    }
-    #[inline(always)]
-    fn store(word: &AtomicU64, value: u64, order: Ordering) {
-        word.store(value, order);
-    }
+    u64_word!();
 }
 
 impl Layout for Fp15 {
@@ -131,22 +138,7 @@ impl Layout for Fp15 {
     fn overflow_bit(fp: u64) -> u64 {
         0x8000 << ((fp >> 13) << 4)
     }
-    #[inline]
-    fn new_word() -> AtomicU64 {
-        AtomicU64::new(0)
-    }
-    #[inline]
-    fn word(value: u64) -> AtomicU64 {
-        AtomicU64::new(value)
-    }
-    #[inline(always)]
-    fn load(word: &AtomicU64, order: Ordering) -> u64 {
-        word.load(order)
-    }
-    #[inline(always)]
-    fn store(word: &AtomicU64, value: u64, order: Ordering) {
-        word.store(value, order);
-    }
+    u64_word!();
 }
 
 /// Four 8-bit fingerprints in an `AtomicU32`: about 3% false positives at 95% load.
@@ -163,22 +155,7 @@ impl Layout for Fp16 {
     const LOW_BITS: u64 = 0x7FFF_7FFF_7FFF_7FFF;
     const LANE: u64 = 0xFFFF;
 
-    #[inline]
-    fn new_word() -> AtomicU64 {
-        AtomicU64::new(0)
-    }
-    #[inline]
-    fn word(value: u64) -> AtomicU64 {
-        AtomicU64::new(value)
-    }
-    #[inline(always)]
-    fn load(word: &AtomicU64, order: Ordering) -> u64 {
-        word.load(order)
-    }
-    #[inline(always)]
-    fn store(word: &AtomicU64, value: u64, order: Ordering) {
-        word.store(value, order);
-    }
+    u64_word!();
 }
 
 impl Layout for Fp8 {

@@ -56,7 +56,7 @@ fn check_report(report: &Value, rows: u64) {
         "blocked keys were checked against the database"
     );
     // The share of the attack that still reached the database is the false-positive rate,
-    // about 0.01% at 16 bits.
+    // about 0.02% for the 16-bit class.
     let cut = report["attack_queries_cut"].as_f64().unwrap();
     assert!(cut >= 0.99, "attack queries cut by only {cut}");
     // Every request is counted once: blocked or sent to the database.
@@ -136,6 +136,23 @@ fn the_default_drill_runs_on_a_temporary_sqlite_database() {
     check_report(&report, 20_000);
     assert_eq!(report["setup"]["kind"], "sqlite");
     assert_eq!(report["setup"]["rows_reused"], false);
+}
+
+#[test]
+fn a_one_percent_rate_picks_the_12_bit_class() {
+    let report = passing_drill(&["--rows", "50000", "--fpr", "0.01"]);
+    check_report(&report, 50_000);
+    let filter = &report["filter"];
+    assert_eq!(filter["fingerprint_bits"], 12);
+    assert!(filter["configured_false_positive_rate"].as_f64().unwrap() <= 0.003);
+    let observed = report["observed_false_positive_rate"]
+        .as_f64()
+        .expect("attack lookups measured the rate");
+    assert!(observed <= 0.01, "observed {observed}");
+    let bits_per_row = filter["bits_per_row"].as_f64().unwrap();
+    // 64 bits per five slots at the drill's headroom, plus the stripe words.
+    assert!(bits_per_row < 16.0, "{bits_per_row} bits per row");
+    println!("12-bit class: {bits_per_row:.2} bits per row, observed rate {observed:.5}");
 }
 
 #[test]

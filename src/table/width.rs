@@ -269,24 +269,17 @@ impl Table {
     /// consecutive keys overlap. Primaries are prefetched first; the keys whose primary does
     /// not answer \[overflow.R1\] get their alternates prefetched and a two-line read after.
     /// Returns whether any "absent" came from one line: final only if the table is still the
-    /// newest \[overflow.R2\].
+    /// newest \[overflow.R2\]. `keys` and `results` have one length ([`Tables::contains_many`]
+    /// checks).
     ///
-    /// # Panics
-    ///
-    /// If `keys` and `results` differ in length.
+    /// [`Tables::contains_many`]: super::Tables::contains_many
     pub(crate) fn contains_many<K: Hash, S: BuildHasher>(
         &self,
         hasher: &S,
         keys: &[K],
         results: &mut [bool],
     ) -> bool {
-        assert_eq!(
-            keys.len(),
-            results.len(),
-            "contains_many: {} keys but {} result slots",
-            keys.len(),
-            results.len()
-        );
+        debug_assert_eq!(keys.len(), results.len());
         let mut one_line = false;
         with_table!(self, t => {
             let mut probes = [Probe::default(); BATCH];
