@@ -349,20 +349,22 @@ pub(crate) fn empty_lanes<L: Layout>(word: u64) -> u64 {
 }
 
 /// Whether `word` holds fingerprint `fp`: the one-line read's comparison. SSE2 on x86_64 for
-/// 16-bit lanes (one `pcmpeqw` against the fingerprint broadcast, with the overflow bits
-/// masked off), SWAR otherwise.
+/// 16-bit lanes of 15-bit fingerprints (one `pcmpeqw` against the fingerprint broadcast,
+/// after a lane shift that drops the overflow bits), SWAR otherwise.
 #[inline(always)]
 pub(crate) fn word_has_match<L: Layout>(word: u64, fp: u64) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if L::STRIDE == 16 {
+    if L::STRIDE == 16 && L::FP_MASK == 0x7FFF_7FFF_7FFF_7FFF {
         use core::arch::x86_64::{
-            _mm_cmpeq_epi16, _mm_cvtsi64_si128, _mm_movemask_epi8, _mm_set1_epi16,
+            _mm_cmpeq_epi16, _mm_cvtsi64_si128, _mm_movemask_epi8, _mm_set1_epi16, _mm_slli_epi16,
         };
         // SAFETY: these intrinsics only require SSE2, which the cfg above proves is enabled
         // for the whole build; they take no pointers and operate on register values only.
         return unsafe {
-            let lanes = _mm_cvtsi64_si128((word & L::FP_MASK) as i64);
-            let equal = _mm_cmpeq_epi16(lanes, _mm_set1_epi16(fp as u16 as i16));
+            // Each lane shifted left by one drops its overflow bit: the lanes are compared
+            // with the fingerprint shifted alike, and no mask is needed.
+            let lanes = _mm_slli_epi16::<1>(_mm_cvtsi64_si128(word as i64));
+            let equal = _mm_cmpeq_epi16(lanes, _mm_set1_epi16((fp << 1) as u16 as i16));
             // The upper 64 bits are zero lanes, which never equal a fingerprint.
             _mm_movemask_epi8(equal) != 0
         };

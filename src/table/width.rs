@@ -211,10 +211,6 @@ impl Table {
     /// \[overflow.R1\].
     #[inline(always)]
     pub(crate) fn contains_newest(&self, hash: u64) -> Lookup {
-        // The default layout first, on a direct branch, ahead of the jump table.
-        if let Table::Fp15(t) = self {
-            return t.contains_newest_hash(hash);
-        }
         with_table!(self, t => t.contains_newest_hash(hash))
     }
 
