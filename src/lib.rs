@@ -80,10 +80,15 @@
 //!
 //! # False positives and memory
 //!
-//! | fingerprint | bits per slot | false positives at 95% load | bits per key at 95% load |
-//! |---|---|---|---|
-//! | 8 bits  | 8  | ~2.9% (`8 x 0.95 / 255`)    | ~8.4  |
-//! | 16 bits | 16 | ~0.012% (`8 x 0.95 / 65535`) | ~16.8 |
+//! | class | fingerprint | bits per slot | false positives at 95% load | bits per key at 95% load |
+//! |---|---|---|---|---|
+//! | 8-bit  | 8 bits  | 8    | ~2.9% (`8 x 0.95 / 255`) | ~8.4 |
+//! | 12-bit | 12 bits | 12.8 | ~0.17% (at most `10 x 0.95 / 4095` = 0.23%) | ~13.5 |
+//! | 16-bit | 15 bits | 16   | ~0.018% (at most `8 x 0.95 / 32767` = 0.023%) | ~16.8 |
+//!
+//! The 12-bit and 16-bit classes keep four overflow bits per bucket: a negative lookup whose
+//! fingerprint's bit is clear in its primary bucket reads that one bucket, which both speeds
+//! it up and lowers its false-positive rate below the two-bucket bound.
 //!
 //! The rate scales with the load: at half load it is half as high. A filter that grew (see
 //! [`Growth`]) sums the rates of its tables. Any capacity is accepted

@@ -298,10 +298,13 @@ fn builder_picks_the_narrowest_width_for_the_rate() {
     };
     assert_eq!(width(0.5), Ok(8));
     assert_eq!(width(0.03), Ok(8));
-    assert_eq!(width(0.02), Ok(16));
-    assert_eq!(width(0.0002), Ok(16));
+    assert_eq!(width(0.02), Ok(12));
+    assert_eq!(width(0.01), Ok(12));
+    assert_eq!(width(0.003), Ok(12));
+    assert_eq!(width(0.002), Ok(16));
+    assert_eq!(width(0.0003), Ok(16));
     assert!(matches!(
-        width(0.00001),
+        width(0.0002),
         Err(BuildError::UnachievableFalsePositiveRate { .. })
     ));
     assert_eq!(CuckooFilter::with_capacity(10).fingerprint_bits(), 16);
@@ -334,7 +337,7 @@ fn builder_rejects_bad_configurations_with_clear_errors() {
             b().false_positive_rate(1e-9).build(),
             "below what any supported",
         ),
-        (b().fingerprint_bits(12).build(), "use 8 or 16"),
+        (b().fingerprint_bits(10).build(), "use 8, 12 or 16"),
         (
             b().displacement(Displacement::RandomWalk { max_kicks: 0 })
                 .build(),
@@ -345,7 +348,7 @@ fn builder_rejects_bad_configurations_with_clear_errors() {
                 .build(),
             "kick limit 100001 is invalid",
         ),
-        (b().fingerprint_bits(0).build(), "use 8 or 16"),
+        (b().fingerprint_bits(0).build(), "use 8, 12 or 16"),
         (
             b().fingerprint_bits(8).false_positive_rate(0.001).build(),
             "8-bit fingerprints give",
@@ -364,6 +367,11 @@ fn builder_rejects_bad_configurations_with_clear_errors() {
     assert!(b()
         .fingerprint_bits(16)
         .false_positive_rate(0.001)
+        .build()
+        .is_ok());
+    assert!(b()
+        .fingerprint_bits(12)
+        .false_positive_rate(0.01)
         .build()
         .is_ok());
     assert!(b().max_path_len(1).build().is_ok());

@@ -777,7 +777,7 @@ fn stats_add_up() {
     );
     assert_eq!(s.store_hits, 101);
     assert_eq!(s.filter_len, 100);
-    assert!(s.configured_false_positive_rate > 0.0001 && s.configured_false_positive_rate < 0.0002);
+    assert!(s.configured_false_positive_rate > 0.0002 && s.configured_false_positive_rate < 0.0003);
     assert!(s.expected_false_positive_rate < s.configured_false_positive_rate);
     assert!(!s.warming);
 }
