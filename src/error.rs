@@ -40,7 +40,7 @@ pub enum InsertError {
     /// not add a table ([`Growth::Fixed`](crate::Growth::Fixed), or every table allowed was
     /// added): the filter is, for this key, full. Without growth it usually happens near 95%
     /// load; it also happens when one key is inserted more than 8 times per table (its two
-    /// buckets hold 8 copies at most).
+    /// buckets hold 8 copies at most; 10 in the 12-bit class, whose buckets have five slots).
     Full {
         /// Fingerprints stored when the insert gave up.
         len: usize,

@@ -103,9 +103,10 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Adds one copy of `key`'s fingerprint.
     ///
     /// Inserting a key twice stores two copies, and each [`remove`](Self::remove) takes one
-    /// out. A key's two buckets hold at most 8 copies per table: past that, a filter that may
-    /// grow adds a table (the 9th, 17th, ... copy each cost a table twice the last), one that
-    /// may not fails with [`InsertError::Full`]. Keep copies of one key few.
+    /// out. A key's two buckets hold at most 8 copies per table (10 in the 12-bit class, whose
+    /// buckets have five slots): past that, a filter that may grow adds a table (the 9th,
+    /// 17th, ... copy each cost a table twice the last; the 11th, 21st, ... in the 12-bit
+    /// class), one that may not fails with [`InsertError::Full`]. Keep copies of one key few.
     ///
     /// # Errors
     ///

@@ -483,6 +483,8 @@ mod tests {
                 assert!((1..=0xFF).contains(&f8));
                 let f15 = fingerprint::<Fp15>(h);
                 assert!((1..=0x7FFF).contains(&f15));
+                let f12 = fingerprint::<Fp12>(h);
+                assert!((1..=0xFFF).contains(&f12));
             }
         }
     }
@@ -502,6 +504,21 @@ mod tests {
         assert_eq!(owners, [0x1FFF, 0x2000, 0x2000, 0x2000]);
         assert_eq!(Fp15::FP_MASK | Fp15::OVERFLOW, u64::MAX);
         assert_eq!(Fp15::FP_MASK & Fp15::OVERFLOW, 0);
+        let mut owners12 = [0u32; 4];
+        for fp in 1..=Fp12::LANE {
+            let bit = Fp12::overflow_bit(fp);
+            assert_eq!(bit.count_ones(), 1, "fp {fp:#x}");
+            assert_eq!(bit & Fp12::OVERFLOW, bit, "fp {fp:#x}: bit {bit:#x}");
+            assert_eq!(
+                u64::from(bit.trailing_zeros()),
+                60 + (fp >> 10),
+                "fp {fp:#x}"
+            );
+            owners12[(fp >> 10) as usize] += 1;
+        }
+        assert_eq!(owners12, [0x3FF, 0x400, 0x400, 0x400]);
+        assert_eq!(Fp12::FP_MASK | Fp12::OVERFLOW, u64::MAX);
+        assert_eq!(Fp12::FP_MASK & Fp12::OVERFLOW, 0);
         for fp in [1u64, 0xFF, 0xFFFF] {
             assert_eq!(Fp16::overflow_bit(fp), 0);
             assert_eq!(Fp8::overflow_bit(fp & 0xFF), 0);
@@ -509,23 +526,28 @@ mod tests {
     }
 
     fn plain_match<L: Layout>(word: u64, fp: u64) -> Vec<usize> {
-        (0..SLOTS).filter(|&s| lane::<L>(word, s) == fp).collect()
+        (0..L::SLOTS)
+            .filter(|&s| lane::<L>(word, s) == fp)
+            .collect()
     }
 
     fn mask_to_slots<L: Layout>(mask: u64) -> Vec<usize> {
-        (0..SLOTS)
+        (0..L::SLOTS)
             .filter(|&s| mask & (1 << (s as u32 * L::STRIDE + L::STRIDE - 1)) != 0)
             .collect()
     }
 
     /// The SWAR and SSE2 tests against a plain loop, on a word of `lanes` whose overflow bits
     /// are `overflow & L::OVERFLOW`: the overflow bits change no answer.
-    fn check_swar<L: Layout>(lanes: [u64; SLOTS], fp: u64, overflow: u64) {
+    fn check_swar<L: Layout>(lanes: &[u64], fp: u64, overflow: u64) {
+        assert_eq!(lanes.len(), L::SLOTS);
         let bits = overflow & L::OVERFLOW;
-        let word = (0..SLOTS).fold(bits, |w, s| with_lane::<L>(w, s, lanes[s] & L::LANE));
+        let word = (0..L::SLOTS).fold(bits, |w, s| with_lane::<L>(w, s, lanes[s] & L::LANE));
         assert_eq!(word & L::OVERFLOW, bits, "with_lane dropped overflow bits");
         let bare = word & !L::OVERFLOW;
-        let expected: Vec<usize> = (0..SLOTS).filter(|&s| lanes[s] & L::LANE == fp).collect();
+        let expected: Vec<usize> = (0..L::SLOTS)
+            .filter(|&s| lanes[s] & L::LANE == fp)
+            .collect();
         let matching = matching_lanes::<L>(word, fp);
         assert_eq!(matching, matching_lanes::<L>(bare, fp));
         assert_eq!(mask_to_slots::<L>(matching), expected);
@@ -545,7 +567,7 @@ mod tests {
                 assert_eq!(pair_has_match::<L>(other, word, fp), either);
             }
         }
-        let empty: Vec<usize> = (0..SLOTS).filter(|&s| lanes[s] & L::LANE == 0).collect();
+        let empty: Vec<usize> = (0..L::SLOTS).filter(|&s| lanes[s] & L::LANE == 0).collect();
         assert_eq!(mask_to_slots::<L>(empty_lanes::<L>(word)), empty);
         assert_eq!(empty_lanes::<L>(word), empty_lanes::<L>(bare));
         if !expected.is_empty() {
@@ -563,7 +585,7 @@ mod tests {
             let put = with_lane::<L>(cleared, s, fp);
             assert_eq!(put & L::OVERFLOW, bits, "a put dropped overflow bits");
             assert_eq!(lane::<L>(put, s), fp);
-            for t in (0..SLOTS).filter(|&t| t != s) {
+            for t in (0..L::SLOTS).filter(|&t| t != s) {
                 assert_eq!(lane::<L>(put, t), lanes[t] & L::LANE);
             }
         }
@@ -574,19 +596,25 @@ mod tests {
         fn swar_matching_agrees_with_a_plain_loop_16(lanes in prop::array::uniform4(0u64..0x1_0000), pick in 0usize..5, other in 1u64..0x1_0000) {
             // Pick the fingerprint from the bucket (a hit) or at random (mostly a miss).
             let fp = if pick < SLOTS && lanes[pick] != 0 { lanes[pick] } else { other };
-            check_swar::<Fp16>(lanes, fp, 0);
+            check_swar::<Fp16>(&lanes, fp, 0);
         }
 
         #[test]
         fn swar_matching_agrees_with_a_plain_loop_15(lanes in prop::array::uniform4(prop_oneof![Just(0u64), 1u64..0x8000]), pick in 0usize..5, other in 1u64..0x8000, overflow in any::<u64>()) {
             let fp = if pick < SLOTS && lanes[pick] != 0 { lanes[pick] } else { other };
-            check_swar::<Fp15>(lanes, fp, overflow);
+            check_swar::<Fp15>(&lanes, fp, overflow);
+        }
+
+        #[test]
+        fn swar_matching_agrees_with_a_plain_loop_12(lanes in prop::array::uniform5(prop_oneof![Just(0u64), 1u64..0x1000]), pick in 0usize..6, other in 1u64..0x1000, overflow in any::<u64>()) {
+            let fp = if pick < Fp12::SLOTS && lanes[pick] != 0 { lanes[pick] } else { other };
+            check_swar::<Fp12>(&lanes, fp, overflow);
         }
 
         #[test]
         fn swar_matching_agrees_with_a_plain_loop_8(lanes in prop::array::uniform4(0u64..0x100), pick in 0usize..5, other in 1u64..0x100) {
             let fp = if pick < SLOTS && lanes[pick] != 0 { lanes[pick] } else { other };
-            check_swar::<Fp8>(lanes, fp, 0);
+            check_swar::<Fp8>(&lanes, fp, 0);
         }
     }
 
@@ -597,8 +625,8 @@ mod tests {
         for &a in &tricky16 {
             for &b in &tricky16 {
                 for &fp in &[1u64, 2, 0x8000, 0xFFFF, 0x100] {
-                    check_swar::<Fp16>([a, b, a, b], fp, 0);
-                    check_swar::<Fp16>([0, a, 0, b], fp, 0);
+                    check_swar::<Fp16>(&[a, b, a, b], fp, 0);
+                    check_swar::<Fp16>(&[0, a, 0, b], fp, 0);
                 }
             }
         }
@@ -616,9 +644,25 @@ mod tests {
             for &b in &tricky15 {
                 for &fp in &[1u64, 2, 0x2000, 0x4000, 0x7FFF, 0x100] {
                     for &bits in &overflow {
-                        check_swar::<Fp15>([a, b, a, b], fp, bits);
-                        check_swar::<Fp15>([0, a, 0, b], fp, bits);
-                        check_swar::<Fp15>([a, 0, b, 0], fp, bits);
+                        check_swar::<Fp15>(&[a, b, a, b], fp, bits);
+                        check_swar::<Fp15>(&[0, a, 0, b], fp, bits);
+                        check_swar::<Fp15>(&[a, 0, b, 0], fp, bits);
+                    }
+                }
+            }
+        }
+        let tricky12 = [
+            0u64, 1, 2, 0x100, 0x3FF, 0x400, 0x7FF, 0x800, 0x801, 0xBFF, 0xC00, 0xFFE, 0xFFF,
+        ];
+        let overflow12 = [0, Fp12::OVERFLOW, 1 << 60, 1 << 63, 0x5 << 60];
+        for &a in &tricky12 {
+            for &b in &tricky12 {
+                for &fp in &[1u64, 2, 0x400, 0x800, 0xC00, 0xFFF, 0x100] {
+                    for &bits in &overflow12 {
+                        check_swar::<Fp12>(&[a, b, a, b, a], fp, bits);
+                        check_swar::<Fp12>(&[0, a, 0, b, 0], fp, bits);
+                        check_swar::<Fp12>(&[a, 0, b, 0, a], fp, bits);
+                        check_swar::<Fp12>(&[b, b, b, b, a], fp, bits);
                     }
                 }
             }
@@ -627,8 +671,8 @@ mod tests {
         for &a in &tricky8 {
             for &b in &tricky8 {
                 for &fp in &[1u64, 2, 0x80, 0xFF] {
-                    check_swar::<Fp8>([a, b, a, b], fp, 0);
-                    check_swar::<Fp8>([0, a, 0, b], fp, 0);
+                    check_swar::<Fp8>(&[a, b, a, b], fp, 0);
+                    check_swar::<Fp8>(&[0, a, 0, b], fp, 0);
                 }
             }
         }

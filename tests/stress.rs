@@ -4,7 +4,7 @@
 //! when the lookup ended) must find it.
 //!
 //! Runs for `STRESS_SECS` seconds in all (default 30: two fifths on a 100,000-key filter, the
-//! rest on tiny ones whose every bucket is hot, of the 16-bit and the 8-bit class) with
+//! rest on tiny ones whose every bucket is hot, of the 16-bit, 12-bit and 8-bit classes) with
 //! `max(2, cores)` writers and one reader.
 //! Run it alone and see its report with
 //! `cargo test --test stress -- --nocapture`.
@@ -191,7 +191,7 @@ fn reader(shared: &Shared, keys: u64) {
 /// The two stress tests each use every core; they take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn stress(name: &str, bits: u32, capacity: usize, seconds: u64, displacement: Displacement) {
+fn stress(name: &str, bits: u32, capacity: usize, time: Duration, displacement: Displacement) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     let writers = cores.max(2);
@@ -235,7 +235,7 @@ fn stress(name: &str, bits: u32, capacity: usize, seconds: u64, displacement: Di
         }
         let shared = &shared;
         s.spawn(move || reader(shared, keys));
-        std::thread::sleep(Duration::from_secs(seconds));
+        std::thread::sleep(time);
         shared.stop.store(true, SeqCst);
     });
     let elapsed = started.elapsed();
@@ -264,13 +264,14 @@ fn stress(name: &str, bits: u32, capacity: usize, seconds: u64, displacement: Di
     );
     assert_eq!(t.false_negatives.load(SeqCst), 0, "false negatives found");
     // The run must have exercised what it claims to.
+    let seconds = time.as_secs_f64().max(1.0);
     assert!(
-        t.checked.load(SeqCst) >= 10_000 * seconds.max(1),
+        t.checked.load(SeqCst) as f64 >= 10_000.0 * seconds,
         "too few lookups checked"
     );
     assert!(t.checked_in_batches.load(SeqCst) > 0);
     assert!(
-        displacements >= 1_000 * seconds.max(1),
+        displacements as f64 >= 1_000.0 * seconds,
         "too few displacements: {displacements}"
     );
     assert!(
@@ -291,11 +292,14 @@ fn stress(name: &str, bits: u32, capacity: usize, seconds: u64, displacement: Di
     assert_eq!(shared.filter.len(), present);
 }
 
-fn stress_seconds() -> u64 {
-    std::env::var("STRESS_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30)
+/// The whole file's time, shared out by the tests.
+fn stress_time() -> Duration {
+    Duration::from_secs(
+        std::env::var("STRESS_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(30),
+    )
 }
 
 /// A filter of 100,000 keys (a realistic size): lookups of present keys race displacements
@@ -306,7 +310,7 @@ fn no_false_negatives_under_concurrent_displacement() {
         "100k keys",
         16,
         100_000,
-        stress_seconds() * 2 / 5,
+        stress_time() * 2 / 5,
         Displacement::BreadthFirst,
     );
 }
@@ -321,7 +325,20 @@ fn no_false_negatives_when_every_bucket_is_hot() {
         "hot buckets",
         16,
         100,
-        stress_seconds() / 5,
+        stress_time() / 10,
+        Displacement::BreadthFirst,
+    );
+}
+
+/// Hot buckets in the 12-bit class: five slots per bucket, and one-line lookups of its own
+/// layout racing hops that set its overflow bits.
+#[test]
+fn no_false_negatives_when_every_bucket_is_hot_12_bit() {
+    stress(
+        "hot buckets, 12-bit",
+        12,
+        100,
+        stress_time() / 10,
         Displacement::BreadthFirst,
     );
 }
@@ -334,7 +351,7 @@ fn no_false_negatives_when_every_bucket_is_hot_8_bit() {
         "hot buckets, 8-bit",
         8,
         100,
-        stress_seconds() / 5,
+        stress_time() / 5,
         Displacement::BreadthFirst,
     );
 }
@@ -347,7 +364,7 @@ fn no_false_negatives_with_random_walk_displacement() {
         "hot buckets, random walk",
         16,
         100,
-        stress_seconds() / 5,
+        stress_time() / 5,
         Displacement::RandomWalk { max_kicks: 500 },
     );
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::super::path::Hop;
 use super::super::{Extra, Inserted, Probe, RawTable};
 use super::Lookup;
-use crate::fingerprint::{alternate_index, matching_lanes, Fp15, Layout, SLOTS};
+use crate::fingerprint::{alternate_index, matching_lanes, Fp12, Fp15, Layout};
 use crate::sync::Ordering;
 
 type Raw = RawTable<Fp15>;
@@ -27,42 +27,48 @@ impl Rng {
     }
 }
 
-fn word(t: &Raw, bucket: usize) -> u64 {
+fn word<L: Layout>(t: &RawTable<L>, bucket: usize) -> u64 {
     // ORDERING: Relaxed; single-threaded tests.
-    Fp15::load(&t.buckets[bucket], Ordering::Relaxed)
+    L::load(&t.buckets[bucket], Ordering::Relaxed)
 }
 
-fn displacements(t: &Raw) -> u64 {
+fn displacements<L: Layout>(t: &RawTable<L>) -> u64 {
     t.counters().snapshot(0, 0, 1).displacements
 }
 
-fn copies(t: &Raw, bucket: usize, fp: u64) -> usize {
-    matching_lanes::<Fp15>(word(t, bucket), fp).count_ones() as usize
+fn copies<L: Layout>(t: &RawTable<L>, bucket: usize, fp: u64) -> usize {
+    matching_lanes::<L>(word(t, bucket), fp).count_ones() as usize
 }
 
-fn bit_set(t: &Raw, bucket: usize, fp: u64) -> bool {
-    word(t, bucket) & Fp15::overflow_bit(fp) != 0
+fn bit_set<L: Layout>(t: &RawTable<L>, bucket: usize, fp: u64) -> bool {
+    word(t, bucket) & L::overflow_bit(fp) != 0
 }
 
-/// A fingerprint of 15 bits whose alternate of `from` is `to` in a table of `m` buckets, with
-/// its overflow bit in lane `group`.
-fn fp_linking(from: usize, to: usize, m: usize, group: u64) -> u64 {
-    (group << 13..(group + 1) << 13)
-        .filter(|&fp| fp != 0)
+/// The fingerprints whose overflow bit is the bucket's `group`th (of four): the top two of
+/// their `BITS`.
+fn group<L: Layout>(group: u64) -> std::ops::Range<u64> {
+    let shift = L::BITS - 2;
+    (group << shift).max(1)..(group + 1) << shift
+}
+
+/// A fingerprint whose alternate of `from` is `to` in a table of `m` buckets, with overflow
+/// bit `group`.
+fn fp_linking<L: Layout>(from: usize, to: usize, m: usize, group_: u64) -> u64 {
+    group::<L>(group_)
         .find(|&fp| alternate_index(from as u64, fp, m as u64) == to as u64)
         .expect("some fingerprint links the two buckets")
 }
 
-/// Fills the free slots of `bucket` with fingerprints of overflow group `group` that lead out
-/// of it to buckets other than `avoid`.
-fn fill(t: &Raw, bucket: usize, group: u64, avoid: &[usize]) {
+/// Fills the free slots of `bucket` with fingerprints of overflow group `group_` that lead
+/// out of it to buckets other than `avoid`.
+fn fill<L: Layout>(t: &RawTable<L>, bucket: usize, group_: u64, avoid: &[usize]) {
     let m = t.num_buckets();
-    let mut fps = (group << 13..(group + 1) << 13).filter(|&fp| {
+    let mut fps = group::<L>(group_).filter(|&fp| {
         let to = alternate_index(bucket as u64, fp, m as u64) as usize;
-        fp != 0 && to != bucket && !avoid.contains(&to)
+        to != bucket && !avoid.contains(&to)
     });
-    for slot in 0..SLOTS {
-        if crate::fingerprint::lane::<Fp15>(word(t, bucket), slot) == 0 {
+    for slot in 0..L::SLOTS {
+        if crate::fingerprint::lane::<L>(word(t, bucket), slot) == 0 {
             t.set_slot(bucket, slot, fps.next().unwrap());
         }
     }
@@ -72,7 +78,7 @@ fn fill(t: &Raw, bucket: usize, group: u64, avoid: &[usize]) {
 /// found: in each bucket `x`, for each fingerprint `f`, `bit(f)` is set or `x` holds at least
 /// as many copies of `f` as there are live keys with fingerprint `f` and primary `x`; each
 /// pair holds at least as many copies as keys of either primary.
-fn check_invariant(t: &Raw, live: &[Probe]) {
+fn check_invariant<L: Layout>(t: &RawTable<L>, live: &[Probe]) {
     let mut keys: HashMap<(usize, u64), usize> = HashMap::new();
     for p in live {
         *keys.entry((p.primary, p.fp)).or_default() += 1;
@@ -101,15 +107,14 @@ fn check_invariant(t: &Raw, live: &[Probe]) {
 /// sharing a fingerprint and a pair from either end; \[overflow.I1\] checked along the way.
 /// Bits are only ever set, so the table is cleared every `EPISODE` operations, before most of
 /// them are, and refilled.
-#[test]
-fn random_operations_at_high_load_keep_the_invariant() {
+fn random_operations_at_high_load_keep_the_invariant<L: Layout>(seed: u64) {
     const BUCKETS: usize = 1_000;
     const OPERATIONS: usize = 2_000_000;
     const EPISODE: usize = 10_000;
     const CHECK_EVERY: usize = 500;
-    let t = Raw::new(BUCKETS, 5).unwrap();
+    let t = RawTable::<L>::new(BUCKETS, 5).unwrap();
     let capacity = t.capacity() as f64;
-    let mut rng = Rng(0x0DDB_A11C_0FFE_E123);
+    let mut rng = Rng(seed);
     // Keys that share fingerprints and pairs: both ends of 150 (bucket, fingerprint) pairs.
     let pool: Vec<Probe> = (0..150)
         .flat_map(|_| {
@@ -166,9 +171,10 @@ fn random_operations_at_high_load_keep_the_invariant() {
     }
     let share = share_sum / checks as f64;
     eprintln!(
-        "{OPERATIONS} operations: {hopped_inserts} inserts with hops, {failed} failed, \
+        "{} bits, {OPERATIONS} operations: {hopped_inserts} inserts with hops, {failed} failed, \
          {unique_found} unique inserts found their key; {checks} checks at a mean overflow \
-         share of {share:.3}"
+         share of {share:.3}",
+        L::BITS
     );
     assert!(hopped_inserts > 100_000, "too few hops: {hopped_inserts}");
     assert!(unique_found > 1_000, "too few covered unique inserts");
@@ -176,18 +182,27 @@ fn random_operations_at_high_load_keep_the_invariant() {
     assert!(share > 0.05 && share < 0.5, "mean overflow share {share}");
 }
 
+#[test]
+fn random_operations_at_high_load_keep_the_invariant_15() {
+    random_operations_at_high_load_keep_the_invariant::<Fp15>(0x0DDB_A11C_0FFE_E123);
+}
+
+#[test]
+fn random_operations_at_high_load_keep_the_invariant_12() {
+    random_operations_at_high_load_keep_the_invariant::<Fp12>(0x5EED_0012_C1A5_5E12);
+}
+
 /// \[overflow.W1\]/\[overflow.W2\]: a put into the primary sets no bit; one into the alternate
 /// sets the primary's, and the one-line read then sends the lookup to both lines.
-#[test]
-fn a_put_into_the_alternate_marks_the_primary() {
+fn a_put_into_the_alternate_marks_the_primary<L: Layout>() {
     let m = 64;
-    let t = Raw::new(m, 5).unwrap();
-    let fp = fp_linking(40, 3, m, 2);
+    let t = RawTable::<L>::new(m, 5).unwrap();
+    let fp = fp_linking::<L>(40, 3, m, 2);
     let p = t.probe_at(40, fp);
     assert_eq!(t.insert(p, false), Ok(Inserted::Added));
     assert_eq!(copies(&t, 40, fp), 1);
     assert_eq!(
-        word(&t, 40) & Fp15::OVERFLOW,
+        word(&t, 40) & L::OVERFLOW,
         0,
         "a put into the primary set a bit"
     );
@@ -195,42 +210,63 @@ fn a_put_into_the_alternate_marks_the_primary() {
     fill(&t, 40, 1, &[]);
     assert_eq!(t.insert(p, false), Ok(Inserted::Added));
     assert_eq!(copies(&t, 3, fp), 1);
-    assert_eq!(word(&t, 40) & Fp15::OVERFLOW, Fp15::overflow_bit(fp));
-    assert_eq!(word(&t, 3) & Fp15::OVERFLOW, 0);
+    assert_eq!(word(&t, 40) & L::OVERFLOW, L::overflow_bit(fp));
+    assert_eq!(word(&t, 3) & L::OVERFLOW, 0);
     // A key of the same fingerprint at the other end stays answered from its own primary.
     assert_eq!(t.contains_newest(t.probe_at(3, fp)), Lookup::Present);
     // Another fingerprint of the same group with primary 40, never inserted: two lines.
-    let other = fp_linking(40, 9, m, 2);
+    let other = fp_linking::<L>(40, 9, m, 2);
     assert_eq!(t.one_line(t.probe_at(40, other)), None);
     assert_eq!(t.contains_newest(t.probe_at(40, other)), Lookup::Absent);
     // One of another group: answered from one line.
-    let another = fp_linking(40, 9, m, 3);
+    let another = fp_linking::<L>(40, 9, m, 3);
     assert_eq!(
         t.contains_newest(t.probe_at(40, another)),
         Lookup::AbsentOneLine
     );
 }
 
-/// \[overflow.W3\]: a hop clears its slot and sets the fingerprint's bit in the source.
 #[test]
-fn a_hop_marks_its_source() {
+fn a_put_into_the_alternate_marks_the_primary_15() {
+    a_put_into_the_alternate_marks_the_primary::<Fp15>();
+}
+
+#[test]
+fn a_put_into_the_alternate_marks_the_primary_12() {
+    a_put_into_the_alternate_marks_the_primary::<Fp12>();
+}
+
+/// \[overflow.W3\]: a hop clears its slot and sets the fingerprint's bit in the source.
+fn a_hop_marks_its_source<L: Layout>() {
     let m = 64;
-    let t = Raw::new(m, 5).unwrap();
-    let fp = fp_linking(40, 3, m, 1);
-    t.set_slot(40, 2, fp);
-    assert_eq!(word(&t, 40) & Fp15::OVERFLOW, 0);
+    let t = RawTable::<L>::new(m, 5).unwrap();
+    let fp = fp_linking::<L>(40, 3, m, 1);
+    // The last slot: in `Fp12` it borders the overflow bits.
+    let last = L::SLOTS - 1;
+    t.set_slot(40, last, fp);
+    assert_eq!(word(&t, 40) & L::OVERFLOW, 0);
     assert!(t.displace(Hop {
         from: 40,
-        slot: 2,
+        slot: last,
         fp,
         to: 3
     }));
     assert_eq!(copies(&t, 40, fp), 0);
     assert_eq!(copies(&t, 3, fp), 1);
-    assert_eq!(word(&t, 40), Fp15::overflow_bit(fp));
-    assert_eq!(word(&t, 3) & Fp15::OVERFLOW, 0);
+    assert_eq!(word(&t, 40), L::overflow_bit(fp));
+    assert_eq!(word(&t, 3) & L::OVERFLOW, 0);
     // The key whose copy moved out of its primary is still found.
     assert_eq!(t.contains_newest(t.probe_at(40, fp)), Lookup::Present);
+}
+
+#[test]
+fn a_hop_marks_its_source_15() {
+    a_hop_marks_its_source::<Fp15>();
+}
+
+#[test]
+fn a_hop_marks_its_source_12() {
+    a_hop_marks_its_source::<Fp12>();
 }
 
 /// A hop made by an insert's path: the key whose fingerprint moved out of its primary is found.
@@ -240,8 +276,8 @@ fn a_key_moved_out_of_its_primary_by_a_path_is_found() {
     let t = Raw::new(m, 5).unwrap();
     // The new key's two buckets are full; one fingerprint in its primary leads to a free
     // bucket.
-    let new_fp = fp_linking(10, 20, m, 0);
-    let moved = fp_linking(10, 30, m, 3);
+    let new_fp = fp_linking::<Fp15>(10, 20, m, 0);
+    let moved = fp_linking::<Fp15>(10, 30, m, 3);
     let mover = t.probe_at(10, moved);
     assert_eq!(t.insert(mover, false), Ok(Inserted::Added));
     fill(&t, 10, 2, &[30]);
@@ -262,7 +298,7 @@ fn a_key_moved_out_of_its_primary_by_a_path_is_found() {
 fn a_reordered_remove_marks_the_alternate() {
     let m = 64;
     let t = Raw::new(m, 5).unwrap();
-    let fp = fp_linking(40, 3, m, 1);
+    let fp = fp_linking::<Fp15>(40, 3, m, 1);
     let k = t.probe_at(40, fp);
     let y = t.probe_at(3, fp);
     assert_eq!(t.insert(k, false), Ok(Inserted::Added));
@@ -294,7 +330,7 @@ fn a_reordered_remove_marks_the_alternate() {
 fn takes_mark_what_they_must() {
     let m = 64;
     let t = Raw::new(m, 5).unwrap();
-    let fp = fp_linking(40, 3, m, 3);
+    let fp = fp_linking::<Fp15>(40, 3, m, 3);
     let p = t.probe_at(40, fp);
     let bit = Fp15::overflow_bit(fp);
     t.set_slot(3, 0, fp);
@@ -318,11 +354,10 @@ fn takes_mark_what_they_must() {
 
 /// A unique insert that finds its fingerprint only in the alternate marks the primary: the
 /// key it stands for is then found from its own primary.
-#[test]
-fn a_unique_insert_found_in_the_alternate_marks_the_primary() {
+fn a_unique_insert_found_in_the_alternate_marks_the_primary<L: Layout>() {
     let m = 64;
-    let t = Raw::new(m, 5).unwrap();
-    let fp = fp_linking(40, 3, m, 2);
+    let t = RawTable::<L>::new(m, 5).unwrap();
+    let fp = fp_linking::<L>(40, 3, m, 2);
     let k = t.probe_at(3, fp);
     let k2 = t.probe_at(40, fp);
     assert_eq!(t.insert(k, true), Ok(Inserted::Added));
@@ -333,7 +368,17 @@ fn a_unique_insert_found_in_the_alternate_marks_the_primary() {
     assert_eq!(t.contains_newest(k2), Lookup::Present);
     // Found in its primary: nothing to mark.
     assert_eq!(t.insert(k, true), Ok(Inserted::AlreadyPresent));
-    assert_eq!(word(&t, 3) & Fp15::OVERFLOW, 0);
+    assert_eq!(word(&t, 3) & L::OVERFLOW, 0);
+}
+
+#[test]
+fn a_unique_insert_found_in_the_alternate_marks_the_primary_15() {
+    a_unique_insert_found_in_the_alternate_marks_the_primary::<Fp15>();
+}
+
+#[test]
+fn a_unique_insert_found_in_the_alternate_marks_the_primary_12() {
+    a_unique_insert_found_in_the_alternate_marks_the_primary::<Fp12>();
 }
 
 /// The same through the filter's tables, from hashes.
@@ -376,7 +421,7 @@ fn clear_zeroes_the_bits() {
 fn an_extra_marks_both_buckets() {
     let m = 64;
     let mut t = Raw::new(m, 5).unwrap();
-    let fp = fp_linking(40, 3, m, 0);
+    let fp = fp_linking::<Fp15>(40, 3, m, 0);
     assert!(t.place_extra(Extra { bucket: 40, fp }));
     assert_eq!(copies(&t, 40, fp) + copies(&t, 3, fp), 1);
     let bit = Fp15::overflow_bit(fp);
