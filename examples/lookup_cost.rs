@@ -17,7 +17,7 @@ mod contenders;
 
 use std::time::Instant;
 
-use contenders::{member, non_member, ours, Contender, Probe};
+use contenders::{member, non_member, Contender, Probe};
 use cuckoo_guard::CuckooFilter;
 
 /// Absent keys counted present by `filter` (its false positives).
@@ -63,13 +63,20 @@ fn arg(i: usize, default: usize) -> usize {
     std::env::args()
         .nth(i)
         .map_or(Ok(default), |a| a.parse())
-        .expect("arguments: keys lookups (numbers)")
+        .expect("arguments: keys lookups class (numbers)")
 }
 
 fn main() {
     let n = arg(1, 16_000_000);
     let m = arg(2, 1_000_000);
-    let filter = ours(n);
+    let class = arg(3, 16) as u32;
+    let filter = CuckooFilter::builder()
+        .growth(cuckoo_guard::Growth::Fixed)
+        .capacity(n)
+        .fingerprint_bits(class)
+        .seed(1)
+        .build()
+        .expect("a filter");
     let refused = (0..n as u64)
         .filter(|&i| filter.insert(&member(i)).is_err())
         .count();
