@@ -1,7 +1,8 @@
 //! Fingerprints, bucket words and the alternate-bucket function.
 //!
-//! A bucket is four fingerprint slots packed into one aligned atomic word: 4 x 15 bits and four
-//! overflow bits in an `AtomicU64` ([`Fp15`], the 16-bit class), 4 x 16 bits in an `AtomicU64`
+//! A bucket is its fingerprint slots packed into one aligned atomic word: 4 x 15 bits and four
+//! overflow bits in an `AtomicU64` ([`Fp15`], the 16-bit class), 5 x 12 bits and four overflow
+//! bits in an `AtomicU64` ([`Fp12`], the 12-bit class), 4 x 16 bits in an `AtomicU64`
 //! ([`Fp16`], the plain layout of format-2 snapshots) or 4 x 8 bits in an `AtomicU32`
 //! ([`Fp8`]). A fingerprint is never 0; 0 marks an empty slot. The overflow bits are the
 //! one-line negatives' (`table::overflow`). No loop runs per slot: a lookup compares both of its buckets at once
