@@ -60,7 +60,7 @@ pub struct Stats {
     /// tables per lookup.
     pub growth_steps: usize,
     /// The share of the newest table's bucket overflow bits that are set (sampled from up to
-    /// 16,384 buckets; 0 for the 8-bit class and for filters loaded from format-2 snapshots of
+    /// 1,024 buckets; 0 for the 8-bit class and for filters loaded from format-2 snapshots of
     /// the 16-bit class, which have none). A negative lookup whose bit is clear reads one
     /// cache line instead of two; bits are never cleared, so the share only grows with
     /// displacements and inserts into alternate buckets until a rebuild (see
