@@ -128,7 +128,11 @@ fn inspect(file: &PathBuf) -> Result<ExitCode, CliError> {
         .context(&format!("{} is not a readable snapshot", file.display()))?;
     println!("file:              {}", file.display());
     println!("format version:    {}", info.format_version);
-    println!("fingerprint bits:  {}", info.fingerprint_bits);
+    match (info.overflow_bits, info.fingerprint_bits) {
+        (true, 16) => println!("fingerprint bits:  16 (15-bit fingerprints and overflow bits)"),
+        (true, bits) => println!("fingerprint bits:  {bits} (with overflow bits)"),
+        (false, bits) => println!("fingerprint bits:  {bits}"),
+    }
     println!(
         "tables:            {} ({} buckets, {} slots; base table {} buckets)",
         info.tables,

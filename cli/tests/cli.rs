@@ -856,7 +856,8 @@ fn snapshots_are_built_inspected_and_checked() {
     let text = String::from_utf8_lossy(&inspected.stdout).to_string();
     assert!(inspected.status.success(), "{text}{}", stderr(&inspected));
     for line in [
-        "format version:    2",
+        "format version:    3",
+        "fingerprint bits:  16 (15-bit fingerprints and overflow bits)",
         "items:             20000 (0 extras)",
         "checksums:         ok",
         "this build hashes alike",
