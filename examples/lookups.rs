@@ -11,12 +11,14 @@
 //! For each width class asked for, it fills a filter built for the keys (about 94% load),
 //! reports the time that took, then prints the medians of 7 rounds of lookups: absent keys
 //! with `contains` on one and two threads and with `contains_many`, present keys with
-//! `contains` on one thread, and the same for the probe (`benches/contenders.rs`: two random
-//! 64-byte lines per key over as much memory as the filter, and a compare) and, with
-//! `--dashset`, for a `DashSet` of the same keys. Batching (hash and prefetch 16 keys, then
-//! probe them) can only help where the out-of-order core cannot keep enough cache misses in
-//! flight on its own; the probe's own batched-to-scalar ratio shows how much room the machine
-//! leaves.
+//! `contains` on one thread. Each round times the same lookups in the probe
+//! (`benches/contenders.rs`: two random 64-byte lines per key over as much memory as the
+//! filter, and a compare) back to back with ours, and the ratios printed are the medians of
+//! the rounds' ratios, so that a change in the host's load between rounds does not move
+//! them. With `--dashset`, a `DashSet` of the same keys is measured the same way. Batching
+//! (hash and prefetch 16 keys, then probe them) can only help where the out-of-order core
+//! cannot keep enough cache misses in flight on its own; the probe's own batched-to-scalar
+//! ratio shows how much room the machine leaves.
 
 #[path = "../benches/contenders.rs"]
 mod contenders;
@@ -27,64 +29,118 @@ use std::time::Instant;
 use contenders::{member, non_member, timed_split, Contender, Probe, QUERIES};
 use cuckoo_guard::{CuckooFilter, Growth};
 
-/// Median over 7 rounds of the rate (M lookups/s) at which `work` gets through `keys` split
-/// over `threads`; each thread repeats its share 200 times per round, so thread start-up is
-/// noise.
-fn rate(keys: &[u64], threads: usize, work: impl Fn(&[u64]) + Sync) -> f64 {
+/// Rounds per measure; each round times the contender and the probe back to back.
+const ROUNDS: usize = 7;
+
+/// The rate (M lookups/s) at which `work` gets through `keys` split over `threads`; each
+/// thread repeats its share 200 times, so thread start-up is noise.
+fn rate(keys: &[u64], threads: usize, work: &(impl Fn(&[u64]) + Sync)) -> f64 {
     const REPS: u64 = 200;
-    let mut rates: Vec<f64> = (0..7)
-        .map(|_| {
-            let took = timed_split(REPS, threads, keys, &work);
-            (REPS as usize * keys.len()) as f64 / took.as_secs_f64() / 1e6
+    let took = timed_split(REPS, threads, keys, work);
+    (REPS as usize * keys.len()) as f64 / took.as_secs_f64() / 1e6
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// One measure of a contender beside the probe: medians over `ROUNDS` rounds of each rate
+/// and of the ratio within each round. Each round runs both, in alternating order, so that
+/// a change in the host's load between rounds moves both rates of a round alike.
+#[derive(Clone, Copy)]
+struct Paired {
+    rate: f64,
+    probe: f64,
+    ratio: f64,
+}
+
+fn paired(
+    keys: &[u64],
+    threads: usize,
+    ours: impl Fn(&[u64]) + Sync,
+    probe: impl Fn(&[u64]) + Sync,
+) -> Paired {
+    let rounds: Vec<(f64, f64)> = (0..ROUNDS)
+        .map(|round| {
+            if round % 2 == 0 {
+                let a = rate(keys, threads, &ours);
+                (a, rate(keys, threads, &probe))
+            } else {
+                let b = rate(keys, threads, &probe);
+                (rate(keys, threads, &ours), b)
+            }
         })
         .collect();
-    rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
+    Paired {
+        rate: median(rounds.iter().map(|r| r.0).collect()),
+        probe: median(rounds.iter().map(|r| r.1).collect()),
+        ratio: median(rounds.iter().map(|r| r.0 / r.1).collect()),
+    }
 }
 
-/// `rate` of one-key-at-a-time lookups in `set`.
-fn scalar<C: Contender + Sync>(set: &C, keys: &[u64], threads: usize) -> f64 {
-    rate(keys, threads, |part| {
+/// One-key-at-a-time lookups of `keys` in `set`.
+fn scalar<C: Contender + Sync>(set: &C) -> impl Fn(&[u64]) + Sync + '_ {
+    move |part| {
         black_box(part.iter().filter(|&&k| set.contains(k)).count());
-    })
+    }
 }
 
-/// Absent keys on 1 and 2 threads, batched absent keys, present keys: M/s.
+/// Batched lookups of `keys` with `many`.
+fn batched(many: impl Fn(&[u64], &mut [bool]) + Sync) -> impl Fn(&[u64]) + Sync {
+    move |part| {
+        let mut found = vec![false; part.len()];
+        many(part, &mut found);
+        black_box(found);
+    }
+}
+
+/// Absent keys on 1 and 2 threads, batched absent keys, present keys, each beside the probe.
 struct Rates {
-    miss1: f64,
-    miss2: f64,
-    many: f64,
-    hit1: f64,
+    miss1: Paired,
+    miss2: Paired,
+    many: Paired,
+    hit1: Paired,
 }
 
 fn measure<C: Contender + Sync>(
     set: &C,
+    probe: &Probe,
     misses: &[u64],
     hits: &[u64],
     many: impl Fn(&[u64], &mut [bool]) + Sync,
 ) -> Rates {
     Rates {
-        miss1: scalar(set, misses, 1),
-        miss2: scalar(set, misses, 2),
-        many: rate(misses, 1, |part| {
-            let mut found = vec![false; part.len()];
-            many(part, &mut found);
-            black_box(found);
-        }),
-        hit1: scalar(set, hits, 1),
+        miss1: paired(misses, 1, scalar(set), scalar(probe)),
+        miss2: paired(misses, 2, scalar(set), scalar(probe)),
+        many: paired(
+            misses,
+            1,
+            batched(many),
+            batched(|k, out| probe.contains_many(k, out)),
+        ),
+        hit1: paired(hits, 1, scalar(set), scalar(probe)),
     }
 }
 
-fn print(name: &str, r: &Rates, probe: &Rates) {
+fn print(name: &str, r: &Rates) {
     println!(
-        "  {name:<14} absent 1t {:6.1} ({:.2}x probe)  2t {:6.1} ({:.2}x)  batched {:6.1} ({:.2}x)  present 1t {:6.1}",
-        r.miss1,
-        r.miss1 / probe.miss1,
-        r.miss2,
-        r.miss2 / probe.miss2,
-        r.many,
-        r.many / probe.many,
-        r.hit1
+        "  {name:<14} absent 1t {:6.1} ({:.2}x probe)  2t {:6.1} ({:.2}x)  batched {:6.1} ({:.2}x)  present 1t {:6.1} ({:.2}x)",
+        r.miss1.rate,
+        r.miss1.ratio,
+        r.miss2.rate,
+        r.miss2.ratio,
+        r.many.rate,
+        r.many.ratio,
+        r.hit1.rate,
+        r.hit1.ratio,
+    );
+}
+
+fn print_probe(r: &Rates) {
+    println!(
+        "  {:<14} absent 1t {:6.1}                2t {:6.1}          batched {:6.1}          present 1t {:6.1}",
+        "probe", r.miss1.probe, r.miss2.probe, r.many.probe, r.hit1.probe,
     );
 }
 
@@ -124,33 +180,32 @@ fn main() {
             .count();
         let filled = start.elapsed().as_secs_f64();
         let probe = Probe::new(filter.memory_usage());
-        let ours = measure(&filter, &misses, &hits, |k, out| {
+        let ours = measure(&filter, &probe, &misses, &hits, |k, out| {
             filter.contains_many(k, out)
         });
-        let bare = measure(&probe, &misses, &hits, |k, out| probe.contains_many(k, out));
         println!(
             "{class}-bit class: inserted in {filled:.2} s ({:.1} M/s, {refused} refused), load {:.1}%, {:.2} bits per key",
             n as f64 / filled / 1e6,
             filter.load_factor() * 100.0,
             filter.memory_usage() as f64 * 8.0 / n as f64,
         );
-        print("cuckoo-guard", &ours, &bare);
-        print("probe", &bare, &bare);
+        print("cuckoo-guard", &ours);
+        print_probe(&ours);
         if dashset {
             let set = dashmap::DashSet::with_capacity_and_hasher(n, ahash::RandomState::new());
             for i in 0..n as u64 {
                 set.insert(member(i));
             }
-            let dash = measure(&set, &misses, &hits, |k, out| {
+            let dash = measure(&set, &probe, &misses, &hits, |k, out| {
                 for (key, o) in k.iter().zip(out) {
                     *o = set.contains(key);
                 }
             });
-            print("DashSet", &dash, &bare);
+            print("DashSet", &dash);
             println!(
-                "  cuckoo-guard absent 1t {:.2}x DashSet, 2t {:.2}x",
-                ours.miss1 / dash.miss1,
-                ours.miss2 / dash.miss2
+                "  cuckoo-guard absent 1t {:.2}x DashSet, 2t {:.2}x (ratios of the two rows' probe ratios)",
+                ours.miss1.ratio / dash.miss1.ratio,
+                ours.miss2.ratio / dash.miss2.ratio
             );
         }
     }

@@ -147,6 +147,8 @@ mod stats;
 pub mod stores;
 mod sync;
 mod table;
+#[cfg(all(test, not(cuckoo_loom)))]
+mod test_rng;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;

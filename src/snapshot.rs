@@ -553,31 +553,6 @@ impl Header {
     }
 }
 
-/// Occupied slots of bucket words of layout `width` (SWAR: with the overflow bits masked off,
-/// a lane's high bit is set in `(x & low) + low | x` exactly when the lane is not zero).
-#[inline]
-fn occupied(words: &[u64], width: Width) -> u64 {
-    let (fingerprints, low, high) = match width {
-        Width::Fp8 => (u64::MAX, 0x7F7F_7F7F, 0x8080_8080),
-        Width::Fp12 => (
-            0x0FFF_FFFF_FFFF_FFFF,
-            0x07FF_7FF7_FF7F_F7FF,
-            0x0800_8008_0080_0800,
-        ),
-        Width::Fp15 => (
-            0x7FFF_7FFF_7FFF_7FFF,
-            0x7FFF_7FFF_7FFF_7FFF,
-            0x8000_8000_8000_8000,
-        ),
-        Width::Fp16 => (u64::MAX, 0x7FFF_7FFF_7FFF_7FFF, 0x8000_8000_8000_8000),
-    };
-    words
-        .iter()
-        .map(|&x| x & fingerprints)
-        .map(|x| u64::from(((((x & low) + low) | x) & high).count_ones()))
-        .sum()
-}
-
 /// Writes `values` into the start of `bytes` as `width`-byte little-endian words, growing
 /// it if it is too short (never shrinking it, so a buffer reused chunk after chunk is
 /// zeroed once), and returns the bytes written.
@@ -659,7 +634,7 @@ pub(crate) fn write<S: BuildHasher>(
     // table not copied yet.
     for i in (0..=grown).rev() {
         let extras = tables.table(i).copy_out(CHUNK, |values| {
-            items += occupied(values, header.width);
+            items += header.width.occupied(values);
             let encoded = encode(values, width, &mut bytes);
             sum.update(encoded);
             written += encoded.len() as u64;
@@ -841,7 +816,7 @@ impl<R: Read> Body<R> {
     fn words(&mut self, values: &mut [u64]) -> Result<(), SnapshotError> {
         self.read_hashed(values.len() * self.width)?;
         decode(&self.bytes, self.width, values);
-        self.items += occupied(values, self.layout);
+        self.items += self.layout.occupied(values);
         Ok(())
     }
 

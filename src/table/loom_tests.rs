@@ -30,9 +30,9 @@ use crate::fingerprint::{alternate_index, Fp16};
 type Table = RawTable<Fp16>;
 
 /// Runs `f` on a spawned loom thread with a shared table.
-pub(crate) fn spawn<T: Send + 'static>(
-    table: &Arc<Table>,
-    f: impl FnOnce(&Table) -> T + Send + 'static,
+pub(crate) fn spawn<L: Layout, T: Send + 'static>(
+    table: &Arc<RawTable<L>>,
+    f: impl FnOnce(&RawTable<L>) -> T + Send + 'static,
 ) -> thread::JoinHandle<T> {
     let table = Arc::clone(table);
     thread::spawn(move || f(&table))
@@ -49,7 +49,17 @@ pub(crate) fn fp_linking(from: usize, to: usize, buckets: usize, n: usize) -> u6
 
 /// A table of `buckets` buckets and `stripes` stripes with `broken` in its stripe protocol.
 fn table(buckets: usize, stripes: usize, max_path_len: usize, broken: Broken) -> Arc<Table> {
-    let mut t = Table::with_stripes(buckets, stripes, max_path_len).unwrap();
+    layout_table(buckets, stripes, max_path_len, broken)
+}
+
+/// [`table`] of layout `L`.
+pub(crate) fn layout_table<L: Layout>(
+    buckets: usize,
+    stripes: usize,
+    max_path_len: usize,
+    broken: Broken,
+) -> Arc<RawTable<L>> {
+    let mut t = RawTable::<L>::with_stripes(buckets, stripes, max_path_len).unwrap();
     t.broken = broken;
     Arc::new(t)
 }

@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, Hash};
 
 use super::geometry::{Flat, Nested};
 use super::{Extra, InsertFailure, Inserted, Lookup, Probe, RawTable};
-use crate::fingerprint::{Fp12, Fp15, Fp16, Fp8, Layout};
+use crate::fingerprint::{empty_lanes, Fp12, Fp15, Fp16, Fp8, Layout};
 use crate::stats::Stats;
 
 /// Keys hashed and prefetched ahead of probing in [`Table::contains_many`].
@@ -25,6 +25,30 @@ pub(crate) enum Width {
     Fp16,
 }
 
+/// Runs `$body` with the type `$L` naming the layout of width `$width`.
+macro_rules! with_layout {
+    ($width:expr, $L:ident => $body:expr) => {
+        match $width {
+            Width::Fp8 => {
+                type $L = Fp8;
+                $body
+            }
+            Width::Fp12 => {
+                type $L = Fp12;
+                $body
+            }
+            Width::Fp15 => {
+                type $L = Fp15;
+                $body
+            }
+            Width::Fp16 => {
+                type $L = Fp16;
+                $body
+            }
+        }
+    };
+}
+
 impl Width {
     /// The layout a new filter of the `class`-bit class gets (8, 12 or 16).
     pub(crate) fn for_class(class: u32) -> Width {
@@ -40,40 +64,30 @@ impl Width {
 
     /// The width class: bits per slot, overflow bits included (rounded down).
     pub(crate) fn class(self) -> u32 {
-        match self {
-            Width::Fp8 => Fp8::CLASS,
-            Width::Fp12 => Fp12::CLASS,
-            Width::Fp15 => Fp15::CLASS,
-            Width::Fp16 => Fp16::CLASS,
-        }
+        with_layout!(self, L => L::CLASS)
     }
 
     /// Bits per fingerprint.
     pub(crate) fn fingerprint_bits(self) -> u32 {
-        match self {
-            Width::Fp8 => Fp8::BITS,
-            Width::Fp12 => Fp12::BITS,
-            Width::Fp15 => Fp15::BITS,
-            Width::Fp16 => Fp16::BITS,
-        }
+        with_layout!(self, L => L::BITS)
     }
 
     /// Fingerprint slots per bucket.
     pub(crate) fn slots(self) -> usize {
-        match self {
-            Width::Fp8 => Fp8::SLOTS,
-            Width::Fp12 => Fp12::SLOTS,
-            Width::Fp15 => Fp15::SLOTS,
-            Width::Fp16 => Fp16::SLOTS,
-        }
+        with_layout!(self, L => L::SLOTS)
     }
 
     /// Whether the layout has overflow bits (one-line negatives, `overflow`).
     pub(crate) fn has_overflow_bits(self) -> bool {
-        match self {
-            Width::Fp8 | Width::Fp16 => false,
-            Width::Fp12 | Width::Fp15 => true,
-        }
+        with_layout!(self, L => L::OVERFLOW != 0)
+    }
+
+    /// Occupied slots in bucket words of this layout (overflow bits are not slots).
+    pub(crate) fn occupied(self, words: &[u64]) -> u64 {
+        with_layout!(self, L => words
+            .iter()
+            .map(|&w| (L::SLOTS as u32 - empty_lanes::<L>(w).count_ones()) as u64)
+            .sum())
     }
 
     /// Bytes per bucket word.

@@ -14,7 +14,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use super::super::loom_tests::{explore, fp_linking, Census};
+use super::super::loom_tests::{explore, fp_linking, layout_table, spawn, Census};
 use super::super::path::Hop;
 use super::super::stripe::Broken;
 use super::super::{growth, Inserted, Lookup, Probe, RawTable, Table as AnyTable, Tables, Width};
@@ -25,17 +25,7 @@ type Table = RawTable<Fp15>;
 
 /// A table of two buckets, one stripe each, with `broken` in its protocol.
 fn two_buckets(broken: Broken) -> Arc<Table> {
-    let mut t = Table::with_stripes(2, 2, 2).unwrap();
-    t.broken = broken;
-    Arc::new(t)
-}
-
-fn spawn<T: Send + 'static>(
-    table: &Arc<Table>,
-    f: impl FnOnce(&Table) -> T + Send + 'static,
-) -> thread::JoinHandle<T> {
-    let table = Arc::clone(table);
-    thread::spawn(move || f(&table))
+    layout_table(2, 2, 2, broken)
 }
 
 /// How a lookup in the newest table answered.

@@ -8,24 +8,9 @@ use super::super::{Extra, Inserted, Probe, RawTable};
 use super::Lookup;
 use crate::fingerprint::{alternate_index, matching_lanes, Fp12, Fp15, Layout};
 use crate::sync::Ordering;
+use crate::test_rng::Rng;
 
 type Raw = RawTable<Fp15>;
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn word<L: Layout>(t: &RawTable<L>, bucket: usize) -> u64 {
     // ORDERING: Relaxed; single-threaded tests.
@@ -132,15 +117,15 @@ fn random_operations_at_high_load_keep_the_invariant<L: Layout>(seed: u64) {
             live.clear();
         }
         let load = t.len() as f64 / capacity;
-        let r = rng.below(100);
+        let r = rng.index(100);
         if load < 0.94 || (load < 0.965 && r < 50) {
-            let p = match rng.below(10) {
-                6 | 7 => pool[rng.below(pool.len())],
-                8 if !removed.is_empty() => removed.swap_remove(rng.below(removed.len())),
-                9 if !live.is_empty() => live[rng.below(live.len())],
+            let p = match rng.index(10) {
+                6 | 7 => pool[rng.index(pool.len())],
+                8 if !removed.is_empty() => removed.swap_remove(rng.index(removed.len())),
+                9 if !live.is_empty() => live[rng.index(live.len())],
                 _ => t.probe(rng.next()),
             };
-            let unique = rng.below(8) == 0;
+            let unique = rng.index(8) == 0;
             let before = displacements(&t);
             match t.insert(p, unique) {
                 Ok(Inserted::Added) => live.push(p),
@@ -154,12 +139,12 @@ fn random_operations_at_high_load_keep_the_invariant<L: Layout>(seed: u64) {
                 hopped_inserts += 1;
             }
         } else {
-            let p = live.swap_remove(rng.below(live.len()));
+            let p = live.swap_remove(rng.index(live.len()));
             assert!(t.remove(p), "{p:?} not removed");
             if removed.len() < 4_096 {
                 removed.push(p);
             } else {
-                let i = rng.below(removed.len());
+                let i = rng.index(removed.len());
                 removed[i] = p;
             }
         }
