@@ -516,8 +516,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.expected_false_positive_rate(), 0.0); // empty
     /// ```
     pub fn configured_false_positive_rate(&self) -> f64 {
-        let width = self.tables.base().width();
-        design_false_positive_rate(width.fingerprint_bits(), width.slots())
+        design_false_positive_rate(self.tables.base().width())
     }
 
     /// The width class: bits per slot, rounded down (8, 12 or 16). The 16-bit class stores

@@ -9,7 +9,7 @@
 //! reaches before its first failed insert.
 
 use crate::error::BuildError;
-use crate::fingerprint::{Fp12, Fp15, Fp8, Layout};
+use crate::fingerprint::Width;
 
 /// The load factor the false-positive rates are quoted at, and the load a default filter
 /// reliably reaches before its first failed insert.
@@ -30,25 +30,21 @@ const DEFAULT_BITS: u32 = 16;
 /// The most buckets a table may have.
 const MAX_BUCKETS: u128 = 1 << 32;
 
-/// The false-positive rate a table of `bits`-bit fingerprints in buckets of `slots` slots is
-/// configured for: the rate at the design load.
-pub(crate) fn design_false_positive_rate(bits: u32, slots: usize) -> f64 {
-    false_positive_rate(bits, slots, DESIGN_LOAD)
+/// The false-positive rate a table of layout `width` is configured for: the rate at the
+/// design load.
+pub(crate) fn design_false_positive_rate(width: Width) -> f64 {
+    false_positive_rate(width, DESIGN_LOAD)
 }
 
 /// The design rate of the layout a new filter of the `class`-bit class gets.
 fn class_rate(class: u32) -> f64 {
-    match class {
-        8 => design_false_positive_rate(Fp8::BITS, Fp8::SLOTS),
-        12 => design_false_positive_rate(Fp12::BITS, Fp12::SLOTS),
-        _ => design_false_positive_rate(Fp15::BITS, Fp15::SLOTS),
-    }
+    design_false_positive_rate(Width::for_class(class))
 }
 
-/// The false-positive rate of `bits`-bit fingerprints in buckets of `slots` slots at `load`.
-pub(crate) fn false_positive_rate(bits: u32, slots: usize, load: f64) -> f64 {
-    let per_slot = 1.0 / ((1u64 << bits) - 1) as f64;
-    1.0 - (1.0 - per_slot).powf(2.0 * slots as f64 * load)
+/// The false-positive rate of layout `width` at `load`.
+pub(crate) fn false_positive_rate(width: Width, load: f64) -> f64 {
+    let per_slot = 1.0 / ((1u64 << width.fingerprint_bits()) - 1) as f64;
+    1.0 - (1.0 - per_slot).powf(2.0 * width.slots() as f64 * load)
 }
 
 /// The fingerprint width for a configured width and false-positive rate, either optional: the
@@ -123,9 +119,10 @@ mod tests {
     #[test]
     fn expected_rates_match_the_paper_formula() {
         // 2 x slots x 0.95 / 2^f, to within the (1 - x)^n vs n x approximation.
-        for (bits, slots) in [(8, 4), (12, 5), (15, 4), (16, 4)] {
-            let approx = 2.0 * slots as f64 * 0.95 / (1u64 << bits) as f64;
-            let exact = design_false_positive_rate(bits, slots);
+        for width in [Width::Fp8, Width::Fp12, Width::Fp15, Width::Fp16] {
+            let bits = width.fingerprint_bits();
+            let approx = 2.0 * width.slots() as f64 * 0.95 / (1u64 << bits) as f64;
+            let exact = design_false_positive_rate(width);
             assert!(
                 (exact / approx - 1.0).abs() < 0.02,
                 "{bits}: {exact} vs {approx}"

@@ -469,11 +469,7 @@ impl Tables {
     pub(crate) fn expected_false_positive_rate(&self) -> f64 {
         self.iter()
             .map(|t| {
-                crate::sizing::false_positive_rate(
-                    t.width().fingerprint_bits(),
-                    t.width().slots(),
-                    t.len() as f64 / t.capacity() as f64,
-                )
+                crate::sizing::false_positive_rate(t.width(), t.len() as f64 / t.capacity() as f64)
             })
             .sum()
     }

@@ -32,7 +32,8 @@ pub(crate) use self::overflow::Lookup;
 #[cfg(all(test, not(cuckoo_loom)))]
 pub(crate) use self::path::Hop;
 pub(crate) use self::path::MAX_PATH_LEN;
-pub(crate) use self::width::{Table, Width};
+pub(crate) use self::width::Table;
+pub(crate) use crate::fingerprint::Width;
 
 /// The most stripes a table has: 4096 words, 32 KiB, small enough to stay in L1/L2 for
 /// readers, many enough that two writers rarely share one.

@@ -6,99 +6,11 @@ use std::hash::{BuildHasher, Hash};
 
 use super::geometry::{Flat, Nested};
 use super::{Extra, InsertFailure, Inserted, Lookup, Probe, RawTable};
-use crate::fingerprint::{empty_lanes, Fp12, Fp15, Fp16, Fp8, Layout};
+use crate::fingerprint::{Fp12, Fp15, Fp16, Fp8, Width};
 use crate::stats::Stats;
 
 /// Keys hashed and prefetched ahead of probing in [`Table::contains_many`].
 const BATCH: usize = 16;
-
-/// A table's fingerprint layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Width {
-    /// Four 8-bit fingerprints per bucket ([`Fp8`]).
-    Fp8,
-    /// The 12-bit class: five 12-bit fingerprints and four overflow bits ([`Fp12`]).
-    Fp12,
-    /// The 16-bit class: four 15-bit fingerprints and four overflow bits ([`Fp15`]).
-    Fp15,
-    /// Four plain 16-bit fingerprints ([`Fp16`]): format-2 snapshots only.
-    Fp16,
-}
-
-/// Runs `$body` with the type `$L` naming the layout of width `$width`.
-macro_rules! with_layout {
-    ($width:expr, $L:ident => $body:expr) => {
-        match $width {
-            Width::Fp8 => {
-                type $L = Fp8;
-                $body
-            }
-            Width::Fp12 => {
-                type $L = Fp12;
-                $body
-            }
-            Width::Fp15 => {
-                type $L = Fp15;
-                $body
-            }
-            Width::Fp16 => {
-                type $L = Fp16;
-                $body
-            }
-        }
-    };
-}
-
-impl Width {
-    /// The layout a new filter of the `class`-bit class gets (8, 12 or 16).
-    pub(crate) fn for_class(class: u32) -> Width {
-        match class {
-            8 => Width::Fp8,
-            12 => Width::Fp12,
-            _ => {
-                debug_assert_eq!(class, Fp15::CLASS);
-                Width::Fp15
-            }
-        }
-    }
-
-    /// The width class: bits per slot, overflow bits included (rounded down).
-    pub(crate) fn class(self) -> u32 {
-        with_layout!(self, L => L::CLASS)
-    }
-
-    /// Bits per fingerprint.
-    pub(crate) fn fingerprint_bits(self) -> u32 {
-        with_layout!(self, L => L::BITS)
-    }
-
-    /// Fingerprint slots per bucket.
-    pub(crate) fn slots(self) -> usize {
-        with_layout!(self, L => L::SLOTS)
-    }
-
-    /// Whether the layout has overflow bits (one-line negatives, `overflow`).
-    pub(crate) fn has_overflow_bits(self) -> bool {
-        with_layout!(self, L => L::OVERFLOW != 0)
-    }
-
-    /// Occupied slots in bucket words of this layout (overflow bits are not slots).
-    pub(crate) fn occupied(self, words: &[u64]) -> u64 {
-        with_layout!(self, L => words
-            .iter()
-            .map(|&w| (L::SLOTS as u32 - empty_lanes::<L>(w).count_ones()) as u64)
-            .sum())
-    }
-
-    /// Bytes per bucket word.
-    pub(crate) fn word_bytes(self) -> usize {
-        if self == Width::Fp8 {
-            4
-        } else {
-            8
-        }
-    }
-}
 
 /// The table of one fingerprint layout: flat (a filter's base table) or nested (a table growth
 /// added; see `geometry`).
