@@ -15,13 +15,13 @@ pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 #[cfg(cuckoo_loom)]
-pub(crate) use loom::sync::Mutex;
+pub(crate) use loom::sync::{Condvar, Mutex};
 #[cfg(not(cuckoo_loom))]
 pub(crate) use std::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 #[cfg(not(cuckoo_loom))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::{Condvar, Mutex};
 
 /// Called once per turn of every retry or spin loop.
 ///

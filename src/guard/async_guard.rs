@@ -12,7 +12,7 @@ use ahash::RandomState;
 use super::core::{seal_async, Admission, GuardCore, RebuildClaim, Step, Triggered, WarmUp};
 use super::driver::{Link, RebuildDriver, Rebuilds};
 use super::fleet_link::FleetLink;
-use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
+use super::memo::{Memo, MemoError, Probe, Shared, DEFAULT_MEMO_ENTRIES};
 #[cfg(feature = "tokio")]
 use super::periodic::{self, PeriodicSeal, Turn};
 use super::restart::{self, new_seal_secret, Restart, Sealed};
@@ -56,7 +56,7 @@ pub struct AsyncCacheGuard<St: AsyncStore, H = RandomState> {
 struct Inner<St: AsyncStore, H> {
     core: GuardCore<H>,
     /// Keys the store just answered absent after the filter admitted them.
-    memo: Memo<St::Key>,
+    memo: Memo<St::Key, Shared<St::Value, St::Error>>,
     store: St,
     warm_up: WarmUp<St::Cursor>,
     /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
@@ -314,7 +314,9 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     ///
     /// # Errors
     ///
-    /// [`GuardError::Store`] if the store fails.
+    /// [`GuardError::Store`] if the store fails; [`GuardError::SharedStore`] if it failed on a read
+    /// this lookup shared with concurrent lookups of the key ([`GuardError::store_error`] reads
+    /// either).
     ///
     /// # Examples
     ///
@@ -325,7 +327,10 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     ///     guard.get(&1).await.unwrap()
     /// }
     /// ```
-    pub async fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>> {
+    pub async fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>>
+    where
+        St::Value: Clone,
+    {
         self.get_admitted(key, self.admit(key)).await
     }
 
@@ -349,7 +354,9 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     ///
     /// # Errors
     ///
-    /// [`GuardError::Store`] if the store fails.
+    /// [`GuardError::Store`] if the store fails; [`GuardError::SharedStore`] if it failed on a read
+    /// this lookup shared with concurrent lookups of the key ([`GuardError::store_error`] reads
+    /// either).
     ///
     /// # Examples
     ///
@@ -364,26 +371,58 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         &self,
         key: &St::Key,
         admission: Admission,
-    ) -> Result<Option<St::Value>, GuardError<St::Error>> {
+    ) -> Result<Option<St::Value>, GuardError<St::Error>>
+    where
+        St::Value: Clone,
+    {
         if admission.is_blocked() {
             return Ok(None);
         }
         // In a fleet the memo is not consulted: another member's create commits after this
         // member applied it, and a store read between the two would install "absent".
-        let probe = if self.inner.fleet.get().is_some() {
-            Probe::Skip
-        } else {
-            self.inner.memo.probe(key, admission)
-        };
-        if let Probe::Hit = probe {
-            self.core().observe_memo_hit();
-            return Ok(None);
+        // Nor are reads coalesced, for the same reason.
+        // Flights this lookup joined that were abandoned: after two it reads alone.
+        let mut abandoned = 0;
+        loop {
+            let coalesce = abandoned < 2;
+            let mut probe = if self.inner.fleet.get().is_some() {
+                Probe::Skip
+            } else {
+                self.inner.memo.probe_with(key, admission, coalesce)
+            };
+            match &probe {
+                Probe::Hit => {
+                    self.core().observe_memo_hit();
+                    return Ok(None);
+                }
+                // [memo.C2]: another lookup of this key reads the store; its answer is ours.
+                Probe::Join(flight) => {
+                    let mut place = None;
+                    match std::future::poll_fn(|cx| flight.poll_wait(cx, &mut place)).await {
+                        Some(answer) => {
+                            self.core().observe_coalesced(&answer);
+                            return answer.map_err(GuardError::SharedStore);
+                        }
+                        // Its leader was dropped before its answer: look again.
+                        None => {
+                            abandoned += 1;
+                            continue;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            // If this future is dropped while the store call runs, the memo installs nothing
+            // and the flight lands abandoned: its followers look again.
+            let lead = probe.take_lead();
+            let result = self.inner.store.get(key).await;
+            self.core().observe_get(admission, &result);
+            self.inner.memo.settle(key, probe, &result);
+            return match lead {
+                Some(lead) => lead.land(result),
+                None => result.map_err(GuardError::Store),
+            };
         }
-        // If this future is dropped while the store call runs, the memo installs nothing.
-        let result = self.inner.store.get(key).await;
-        self.core().observe_get(admission, &result);
-        self.inner.memo.settle(key, probe, &result);
-        result.map_err(GuardError::Store)
     }
 
     /// As [`CacheGuard::shadow_get`](super::CacheGuard::shadow_get): the value of `key`,
@@ -547,9 +586,13 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
         let fleet = self.inner.fleet.get();
         let slot = fleet.map(|link| link.delete_begins());
         let ticket = self.core().begin_delete();
+        // [memo.C3]: lookups that begin after this delete returned do not join a read that
+        // began before it.
+        let memo = self.inner.memo.begin_delete(key);
         // If this future is dropped while the store call runs, nothing is removed from the
         // filter: at worst a stale copy (rule 2 and 4).
         let result = self.inner.store.delete(key).await;
+        memo.end(result.is_ok());
         let trigger = self.core().end_delete(key, ticket, &result);
         self.spawn_rebuild(trigger);
         if let (Some(link), Some(slot), Ok(true)) = (fleet, slot, &result) {

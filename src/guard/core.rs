@@ -334,6 +334,9 @@ struct Shard {
     store_hits: AtomicU64,
     false_positives: AtomicU64,
     memo_hits: AtomicU64,
+    coalesced: AtomicU64,
+    /// Of `coalesced`, those whose shared read answered "no such key".
+    coalesced_absent: AtomicU64,
     shadow_would_block: AtomicU64,
     shadow_false_negatives: AtomicU64,
     /// Shadow lookups the store answered absent: the filter was right.
@@ -603,6 +606,16 @@ impl<H: BuildHasher> GuardCore<H> {
     /// positive of the filter that cost no store read.
     pub(super) fn observe_memo_hit(&self) {
         bump(&self.shard().memo_hits);
+    }
+
+    /// A lookup answered by another lookup's store read ([memo.C2]): an "absent" counts as
+    /// a false positive, an error as neither.
+    pub(super) fn observe_coalesced<V, E>(&self, answer: &Result<Option<V>, E>) {
+        let shard = self.shard();
+        bump(&shard.coalesced);
+        if let Ok(None) = answer {
+            bump(&shard.coalesced_absent);
+        }
     }
 
     /// Create step 1 (rule 1, rule 3, [guard.R1]): add a copy of the key to the current filter, and
@@ -924,11 +937,11 @@ impl<H: BuildHasher> GuardCore<H> {
         let warming = sum(|s| &s.warming);
         let fail_open = sum(|s| &s.fail_open);
         let false_positives = sum(|s| &s.false_positives);
-        let memo_hits = sum(|s| &s.memo_hits);
+        let passed_absent = sum(|s| &s.memo_hits) + sum(|s| &s.coalesced_absent);
         let shadow_would_block = sum(|s| &s.shadow_would_block);
         // Memo hits are false positives of the filter too, answered without the store; a
         // shadow lookup the store answered absent is a key the filter rightly ruled out.
-        let negatives = blocked + false_positives + memo_hits + sum(|s| &s.shadow_absent);
+        let negatives = blocked + false_positives + passed_absent + sum(|s| &s.shadow_absent);
         let filter = self.filter();
         let log = self.rebuilds.snapshot();
         let growth_steps = filter.growth_steps();
@@ -945,9 +958,10 @@ impl<H: BuildHasher> GuardCore<H> {
             observed_false_positive_rate: if negatives == 0 {
                 0.0
             } else {
-                (false_positives + memo_hits) as f64 / negatives as f64
+                (false_positives + passed_absent) as f64 / negatives as f64
             },
-            memo_hits,
+            memo_hits: sum(|s| &s.memo_hits),
+            coalesced: sum(|s| &s.coalesced),
             shadow_would_block,
             shadow_false_negatives: sum(|s| &s.shadow_false_negatives),
             // Filled in by the guard, which owns the memo.

@@ -37,7 +37,47 @@
 //!   clear makes the memo pick them up too. It takes each slot's lock in turn and does no I/O.
 //!   Disabled slots stay disabled: a write of unknown outcome may land after the rebuild.
 //!
-//! Deletes do not touch the memo: a deleted key is absent, so an entry for it is true.
+//! A delete takes the same steps as a put, [memo.M1] before its store write and [memo.M2] after,
+//! except that it leaves an entry for its key in place (a deleted key is absent, so the entry
+//! is true) and a delete of unknown outcome does not disable the slot (a late delete makes no
+//! "absent" false). It takes them for the flights below.
+//!
+//! # Coalesced store reads
+//!
+//! The slot also holds at most one *flight*: a store read in progress, which lookups of the
+//! same key wait on instead of reading again ([`flight`]). A storm of lookups of one admitted
+//! key (a false positive, a row the cache does not hold yet) then costs one store read. A
+//! waiter's answer is a read that began before its own lookup: it must not miss a write that
+//! returned before the waiter began.
+//!
+//! - **[memo.C1] A lookup leads** when its [memo.M3] noted a version and the slot holds no
+//!   flight: it places a flight for its key in the slot, under the same lock, before its store
+//!   read.
+//! - **[memo.C2] A lookup joins** when its [memo.M3] would note a version and the slot's flight
+//!   is for its key: it waits for the flight to land instead of reading.
+//! - **[memo.C3] A write's [memo.M1]** (a put's or a delete's) and a rebuild's [memo.M5] remove
+//!   the slot's flight, whatever its key. The flight's reader goes on; its followers keep it.
+//! - **[memo.C4] The leader lands** after its store read: removes its flight from the slot if it
+//!   is still there, then hands its answer to every follower (a value cloned for each, an error
+//!   shared). A leader dropped or panicking before its answer was handed over (a panic in the
+//!   value's clone included) lands the flight *abandoned*: each follower starts its lookup
+//!   over, and after its second abandoned flight reads the store alone, so a run of dropped
+//!   leaders (clients that hang up) cannot keep it waiting.
+//!
+//! **Why a follower never misses a write.** Take a write of `k` whose store write returned
+//! before a follower of `k` began, and the flight the follower joined, placed by a leader at
+//! [memo.C1]. If the write's [memo.M1] came before the placing, the write was no longer in
+//! flight at it ([memo.C1] needs a noted version, so `writing` was 0): it ended before the
+//! placing, so before the leader's store read began, and that read saw it (the store
+//! contract). If the [memo.M1] came after the placing, it removed the flight ([memo.C3]) before
+//! the write returned, so before the follower began: the follower could not find it at
+//! [memo.C2], both steps being under the slot's lock. Only the leader puts its flight in a slot, so
+//! no flight comes back. Rows written behind the guard's back are picked up by the next
+//! rebuild's [memo.M5] as for entries.
+//!
+//! The argument needs every write of the store to go through this guard's [memo.M1]. A fleet
+//! member's store is written by the other members too, so the async guard of a fleet neither
+//! asks the memo nor coalesces.
 //!
 //! # Why an entry never hides a row
 //!
@@ -87,8 +127,18 @@ use std::sync::PoisonError;
 
 use ahash::RandomState;
 
+use std::sync::Arc;
+
 use super::core::Admission;
+use super::GuardError;
 use crate::sync::{AtomicBool, Mutex, Ordering};
+
+pub(crate) mod flight;
+
+use flight::FlightCell;
+
+/// What a flight hands its followers: the leader's store answer, its error shared.
+pub(super) type Shared<V, E> = Result<Option<V>, Arc<E>>;
 
 /// The number of memo slots a guard has unless told otherwise.
 pub(super) const DEFAULT_MEMO_ENTRIES: usize = 1024;
@@ -127,9 +177,9 @@ impl fmt::Display for MemoError {
 
 impl std::error::Error for MemoError {}
 
-/// One slot ([memo.M1]-[memo.M4]).
+/// One slot ([memo.M1]-[memo.M4], [memo.C1]-[memo.C4]).
 #[derive(Debug)]
-struct Slot<K> {
+struct Slot<K, T> {
     /// Bumped by every put of a key of this slot, before its store write.
     version: u64,
     /// Puts of keys of this slot between [memo.M1] and [memo.M2].
@@ -138,6 +188,9 @@ struct Slot<K> {
     disabled: bool,
     /// A key the store answered absent, with no put of it begun since.
     entry: Option<K>,
+    /// A store read of this key that lookups of it may join, placed with no write in flight
+    /// and no write begun since ([memo.C1], [memo.C3]).
+    flight: Option<(K, Arc<FlightCell<T>>)>,
 }
 
 /// A memo broken on purpose, one step each: the loom models' negative controls.
@@ -158,11 +211,18 @@ pub(crate) struct Broken {
     pub(crate) rebuild_version_kept: bool,
     /// `with_memo`: the new memo forgets that a put of unknown outcome was seen.
     pub(crate) resize_forgets: bool,
+    /// [memo.C3]: a write's [memo.M1] leaves the slot's flight in place.
+    pub(crate) flight_kept: bool,
+    /// [memo.C4]: a leader dropped before its answer leaves its flight pending.
+    pub(crate) abandon_silent: bool,
+    /// [memo.C3]: a rebuild's clear leaves the slots' flights in place.
+    pub(crate) rebuild_flight_kept: bool,
 }
 
-/// The memo of a guard: a fixed number of slots, each holding at most one key.
-pub(super) struct Memo<K> {
-    slots: Box<[Mutex<Slot<K>>]>,
+/// The memo of a guard: a fixed number of slots, each holding at most one key and one flight
+/// (whose followers get a `T`).
+pub(super) struct Memo<K, T = ()> {
+    slots: Box<[Mutex<Slot<K, T>>]>,
     hasher: RandomState,
     /// Set by [memo.M2] for a put of unknown outcome, with or without slots.
     unknown_put: AtomicBool,
@@ -170,7 +230,7 @@ pub(super) struct Memo<K> {
     pub(crate) broken: Broken,
 }
 
-impl<K> fmt::Debug for Memo<K> {
+impl<K, T> fmt::Debug for Memo<K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Memo")
             .field("entries", &self.slots.len())
@@ -178,32 +238,70 @@ impl<K> fmt::Debug for Memo<K> {
     }
 }
 
-/// What a lookup found in the memo before its store read ([memo.M3]).
+/// What a lookup found in the memo before its store read ([memo.M3], [memo.C1], [memo.C2]).
 #[derive(Debug)]
 #[must_use]
-pub(super) enum Probe {
+pub(super) enum Probe<'m, K, T> {
     /// The memo answers "absent": no store read.
     Hit,
     /// Ask the store; then [`Memo::settle`] may install the key if the version still matches.
-    Miss { slot: usize, version: u64 },
+    /// `lead` is the flight this lookup placed ([memo.C1]), if it did: take it with
+    /// [`Probe::take_lead`] before the store read and land it after.
+    Miss {
+        slot: usize,
+        version: u64,
+        lead: Option<Lead<'m, K, T>>,
+    },
+    /// Wait for this flight instead of reading ([memo.C2]).
+    Join(Arc<FlightCell<T>>),
     /// Ask the store; install nothing (not admitted by the filter, a put in flight, a disabled
     /// slot, or no memo).
     Skip,
 }
 
-/// A put between [memo.M1] and [memo.M2]. Dropped without [`end`](Self::end) (a dropped future, a
-/// panic), it disables its slot: the write may still land.
+/// A put or a delete between [memo.M1] and [memo.M2]. A put dropped without [`end`](Self::end)
+/// (a dropped future, a panic) disables its slot: the write may still land.
 #[derive(Debug)]
 #[must_use]
-pub(super) struct MemoWrite<'m, K> {
-    memo: &'m Memo<K>,
+pub(super) struct MemoWrite<'m, K, T> {
+    memo: &'m Memo<K, T>,
     /// The key's slot; `None` in a memo of 0 slots, which still records an unknown outcome.
     slot: Option<usize>,
+    /// A put, whose unknown outcome disables the slot; a delete's does not.
+    put: bool,
     /// Until [memo.M2] ran.
     open: bool,
 }
 
-impl<K> Memo<K> {
+/// A flight this lookup placed ([memo.C1]), until it lands ([memo.C4]). Dropped without
+/// landing (a dropped future, a panic in the store read), it lands abandoned.
+#[must_use]
+pub(super) struct Lead<'m, K, T> {
+    memo: &'m Memo<K, T>,
+    slot: usize,
+    cell: Arc<FlightCell<T>>,
+    open: bool,
+}
+
+impl<K, T> fmt::Debug for Lead<'_, K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lead")
+            .field("slot", &self.slot)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'m, K, T> Probe<'m, K, T> {
+    /// The flight this lookup leads, if it placed one ([memo.C1]).
+    pub(super) fn take_lead(&mut self) -> Option<Lead<'m, K, T>> {
+        match self {
+            Probe::Miss { lead, .. } => lead.take(),
+            _ => None,
+        }
+    }
+}
+
+impl<K, T> Memo<K, T> {
     /// A memo of `entries` slots (0: none, the memo is off).
     pub(super) fn new(entries: usize) -> Self {
         Memo {
@@ -214,6 +312,7 @@ impl<K> Memo<K> {
                         writing: 0,
                         disabled: false,
                         entry: None,
+                        flight: None,
                     })
                 })
                 .collect(),
@@ -272,11 +371,20 @@ impl<K> Memo<K> {
                 slot.version += 1;
             }
             slot.entry = None;
+            // [memo.C3]: lookups that begin now read the store again.
+            #[cfg(cuckoo_loom)]
+            let keep = self.broken.rebuild_flight_kept;
+            #[cfg(not(cuckoo_loom))]
+            let keep = false;
+            if !keep {
+                slot.flight = None;
+            }
         }
     }
 
-    /// [memo.M2] for the put whose slot is `slot`.
-    fn end_write(&self, slot: Option<usize>, landed_or_failed: bool) {
+    /// [memo.M2] for the put (or delete, `!put`) whose slot is `slot`.
+    fn end_write(&self, slot: Option<usize>, put: bool, landed_or_failed: bool) {
+        let landed_or_failed = landed_or_failed || !put;
         if !landed_or_failed {
             // ORDERING: unknown put -> `with_memo` (see `resized`).
             self.unknown_put.store(true, Ordering::Relaxed);
@@ -302,7 +410,7 @@ impl<K> Memo<K> {
     }
 }
 
-impl<K: Hash + Eq + Clone> Memo<K> {
+impl<K: Hash + Eq + Clone, T> Memo<K, T> {
     fn slot_of(&self, key: &K) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
@@ -310,15 +418,28 @@ impl<K: Hash + Eq + Clone> Memo<K> {
         Some((self.hasher.hash_one(key) % self.slots.len() as u64) as usize)
     }
 
-    /// [memo.M3]: before the store read of a lookup the filter decided as `admission`.
-    pub(super) fn probe(&self, key: &K, admission: Admission) -> Probe {
+    /// [`probe_with`](Self::probe_with), coalescing.
+    #[cfg(test)]
+    pub(super) fn probe(&self, key: &K, admission: Admission) -> Probe<'_, K, T> {
+        self.probe_with(key, admission, true)
+    }
+
+    /// [memo.M3], [memo.C1], [memo.C2]: before the store read of a lookup the filter decided as
+    /// `admission`. With `coalesce` false the lookup neither joins nor leads a flight (a
+    /// lookup that waited on two abandoned flights reads alone).
+    pub(super) fn probe_with(
+        &self,
+        key: &K,
+        admission: Admission,
+        coalesce: bool,
+    ) -> Probe<'_, K, T> {
         if admission != Admission::Pass {
             return Probe::Skip;
         }
         let Some(index) = self.slot_of(key) else {
             return Probe::Skip;
         };
-        let slot = lock(&self.slots[index]);
+        let mut slot = lock(&self.slots[index]);
         if slot.entry.as_ref() == Some(key) {
             return Probe::Hit;
         }
@@ -329,9 +450,27 @@ impl<K: Hash + Eq + Clone> Memo<K> {
         if writing || slot.disabled {
             return Probe::Skip;
         }
+        let lead = match &slot.flight {
+            _ if !coalesce => None,
+            // [memo.C2]
+            Some((flying, cell)) if flying == key => return Probe::Join(Arc::clone(cell)),
+            Some(_) => None,
+            // [memo.C1]; the clone runs before the slot changes.
+            None => {
+                let cell = Arc::new(FlightCell::new());
+                slot.flight = Some((key.clone(), Arc::clone(&cell)));
+                Some(Lead {
+                    memo: self,
+                    slot: index,
+                    cell,
+                    open: true,
+                })
+            }
+        };
         Probe::Miss {
             slot: index,
             version: slot.version,
+            lead,
         }
     }
 
@@ -340,10 +479,10 @@ impl<K: Hash + Eq + Clone> Memo<K> {
     pub(super) fn settle<V, E>(
         &self,
         key: &K,
-        probe: Probe,
+        probe: Probe<'_, K, T>,
         result: &Result<Option<V>, E>,
     ) -> bool {
-        let Probe::Miss { slot, version } = probe else {
+        let Probe::Miss { slot, version, .. } = probe else {
             return false;
         };
         if !matches!(result, Ok(None)) {
@@ -364,49 +503,124 @@ impl<K: Hash + Eq + Clone> Memo<K> {
     }
 
     /// [memo.M1]: before the store write of a put of `key`.
-    pub(super) fn begin_write(&self, key: &K) -> MemoWrite<'_, K> {
+    pub(super) fn begin_write(&self, key: &K) -> MemoWrite<'_, K, T> {
+        self.begin(key, true)
+    }
+
+    /// [memo.M1] for a delete of `key`: before its store write.
+    pub(super) fn begin_delete(&self, key: &K) -> MemoWrite<'_, K, T> {
+        self.begin(key, false)
+    }
+
+    fn begin(&self, key: &K, put: bool) -> MemoWrite<'_, K, T> {
         let Some(index) = self.slot_of(key) else {
             return MemoWrite {
                 memo: self,
                 slot: None,
+                put,
                 open: true,
             };
         };
         let mut slot = lock(&self.slots[index]);
         slot.version += 1;
         slot.writing += 1;
+        // [memo.C3]
+        #[cfg(cuckoo_loom)]
+        let keep = self.broken.flight_kept;
+        #[cfg(not(cuckoo_loom))]
+        let keep = false;
+        if !keep {
+            slot.flight = None;
+        }
         // Counted before the comparison, and the `MemoWrite` made after it: if `eq` panics,
         // nothing uncounts the put, and the slot refuses installs for good, the safe side.
         #[cfg(cuckoo_loom)]
         let clear = !self.broken.clear_skipped;
         #[cfg(not(cuckoo_loom))]
         let clear = true;
-        if clear && slot.entry.as_ref() == Some(key) {
+        if put && clear && slot.entry.as_ref() == Some(key) {
             slot.entry = None;
         }
         drop(slot);
         MemoWrite {
             memo: self,
             slot: Some(index),
+            put,
             open: true,
         }
     }
 }
 
-impl<K> MemoWrite<'_, K> {
+impl<K, T> MemoWrite<'_, K, T> {
     /// [memo.M2]: the store write returned; `known` if it landed or definitely failed, `false` if
     /// it may still land.
     pub(super) fn end(mut self, known: bool) {
         self.open = false;
-        self.memo.end_write(self.slot, known);
+        self.memo.end_write(self.slot, self.put, known);
     }
 }
 
-impl<K> Drop for MemoWrite<'_, K> {
+impl<K, T> Drop for MemoWrite<'_, K, T> {
     fn drop(&mut self) {
         if self.open {
             self.open = false;
-            self.memo.end_write(self.slot, false);
+            self.memo.end_write(self.slot, self.put, false);
+        }
+    }
+}
+
+impl<K, T> Lead<'_, K, T> {
+    /// The first half of [memo.C4]: removes the flight from its slot if it is still there, and
+    /// says whether any lookup joined it (none can join once it left its slot).
+    fn withdraw_and_count(&self) -> bool {
+        self.withdraw();
+        // Followers took their clones under the slot's lock, before the withdrawal's.
+        Arc::strong_count(&self.cell) > 1
+    }
+
+    fn withdraw(&self) {
+        let mut slot = lock(&self.memo.slots[self.slot]);
+        if slot
+            .flight
+            .as_ref()
+            .is_some_and(|(_, cell)| Arc::ptr_eq(cell, &self.cell))
+        {
+            slot.flight = None;
+        }
+    }
+}
+
+impl<K, V: Clone, E> Lead<'_, K, Shared<V, E>> {
+    /// [memo.C4] of the leader's store answer: hands it to the followers (a value cloned, an
+    /// error shared) and returns the leader's own. A leader with followers reports an error as
+    /// [`GuardError::SharedStore`], as they do.
+    pub(super) fn land(mut self, result: Result<Option<V>, E>) -> Result<Option<V>, GuardError<E>> {
+        let followers = self.withdraw_and_count();
+        // Still open here: if the value's clone panics, the drop lands the flight abandoned.
+        let (shared, own) = match result {
+            Ok(value) => (followers.then(|| Ok(value.clone())), Ok(value)),
+            Err(e) if followers => {
+                let e = Arc::new(e);
+                (Some(Err(Arc::clone(&e))), Err(GuardError::SharedStore(e)))
+            }
+            Err(e) => (None, Err(GuardError::Store(e))),
+        };
+        self.open = false;
+        self.cell.land(shared);
+        own
+    }
+}
+
+impl<K, T> Drop for Lead<'_, K, T> {
+    fn drop(&mut self) {
+        if self.open {
+            self.open = false;
+            self.withdraw();
+            #[cfg(cuckoo_loom)]
+            if self.memo.broken.abandon_silent {
+                return;
+            }
+            self.cell.land(None);
         }
     }
 }
@@ -425,7 +639,7 @@ mod loom_tests;
 mod tests {
     use super::*;
 
-    fn miss(memo: &Memo<u64>, key: u64) -> Probe {
+    fn miss(memo: &Memo<u64>, key: u64) -> Probe<'_, u64, ()> {
         let probe = memo.probe(&key, Admission::Pass);
         assert!(matches!(probe, Probe::Miss { .. }), "{probe:?}");
         probe
@@ -513,7 +727,7 @@ mod tests {
 
     #[test]
     fn a_put_whose_key_comparison_panics_leaves_its_slot_refusing_installs() {
-        let memo = Memo::new(1);
+        let memo = Memo::<Touchy>::new(1);
         let probe = memo.probe(&Touchy(1, false), Admission::Pass);
         assert!(memo.settle(&Touchy(1, false), probe, &Ok::<Option<()>, ()>(None)));
         let put = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -531,7 +745,7 @@ mod tests {
     /// sees the panic), and the slot must stay usable, refusing installs.
     #[test]
     fn memo_review_a_panicking_eq_in_a_put_leaves_the_slot_usable() {
-        let memo = std::sync::Arc::new(Memo::new(1));
+        let memo = std::sync::Arc::new(Memo::<Touchy>::new(1));
         let installed = Touchy(1, false);
         let probe = memo.probe(&installed, Admission::Pass);
         assert!(memo.settle(&installed, probe, &Ok::<Option<()>, ()>(None)));
@@ -550,6 +764,67 @@ mod tests {
             .expect("the put deadlocked on its own slot's lock");
         assert!(unwound, "the panic reached the put's caller");
         assert!(refusing, "the slot refuses installs after the panic");
+    }
+
+    /// A value whose clone panics once `armed`: a user type with a faulty `Clone`.
+    #[derive(Debug)]
+    struct Brittle(std::sync::Arc<AtomicBool>);
+
+    impl Clone for Brittle {
+        fn clone(&self) -> Self {
+            assert!(!self.0.load(Ordering::SeqCst), "a value's clone panicked");
+            Brittle(std::sync::Arc::clone(&self.0))
+        }
+    }
+
+    #[test]
+    fn a_lead_that_panics_while_landing_abandons_its_flight() {
+        let memo = Memo::<u64, Shared<Brittle, ()>>::new(1);
+        let mut probe = memo.probe(&1, Admission::Pass);
+        let lead = probe.take_lead().expect("the first lookup leads");
+        let Probe::Join(flight) = memo.probe(&1, Admission::Pass) else {
+            panic!("the second lookup joins");
+        };
+        let armed = std::sync::Arc::new(AtomicBool::new(true));
+        let value = Brittle(std::sync::Arc::clone(&armed));
+        let landing =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lead.land(Ok(Some(value)))));
+        assert!(landing.is_err());
+        // The follower is not stranded: the flight landed abandoned, and the slot is free.
+        let (sent, waited) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sent.send(flight.wait().is_none());
+        });
+        let abandoned = waited
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the follower is stranded: the flight never landed");
+        assert!(abandoned);
+        let mut again = memo.probe(&1, Admission::Pass);
+        assert!(again.take_lead().is_some());
+    }
+
+    #[test]
+    fn a_flight_is_joined_until_a_write_of_its_slot_begins() {
+        let memo = Memo::<u64, Shared<u64, ()>>::new(1);
+        let mut probe = memo.probe(&1, Admission::Pass);
+        let lead = probe.take_lead().expect("the first lookup leads");
+        let Probe::Join(joined) = memo.probe(&1, Admission::Pass) else {
+            panic!("a lookup of the same key joins");
+        };
+        // Another key of the slot reads alone while the flight is there.
+        let mut other = memo.probe(&2, Admission::Pass);
+        assert!(matches!(other, Probe::Miss { .. }) && other.take_lead().is_none());
+        memo.begin_delete(&2).end(true);
+        // The delete removed the flight: a lookup now leads a new one.
+        let mut later = memo.probe(&1, Admission::Pass);
+        let second = later.take_lead().expect("a new flight");
+        assert_eq!(lead.land(Ok(Some(5))).unwrap(), Some(5));
+        assert_eq!(joined.wait(), Some(Ok(Some(5))));
+        assert!(matches!(second.land(Err(())), Err(GuardError::Store(()))));
+        assert!(memo
+            .probe_with(&1, Admission::Pass, false)
+            .take_lead()
+            .is_none());
     }
 
     #[test]

@@ -191,6 +191,10 @@ use crate::{BuildError, InsertError, SnapshotError};
 pub enum GuardError<E> {
     /// The store failed.
     Store(E),
+    /// The store failed on a read this lookup shared with concurrent lookups of the same key
+    /// (coalesced reads, see [`GuardStats::coalesced`]): each of them gets this error.
+    /// [`store_error`](Self::store_error) gives the store's error from either variant.
+    SharedStore(std::sync::Arc<E>),
     /// The filter has no room for a new key: the write was refused before the store was
     /// touched (or the warm-up stopped, leaving the guard in pass-through mode). Carries
     /// [`InsertError::Full`].
@@ -224,10 +228,34 @@ pub enum GuardError<E> {
     Fleet(FleetError),
 }
 
+impl<E> GuardError<E> {
+    /// The store's error, whether this lookup read alone ([`GuardError::Store`]) or shared
+    /// the read ([`GuardError::SharedStore`]); `None` for the guard's own errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::GuardError;
+    ///
+    /// let alone = GuardError::Store("connection reset");
+    /// let shared = GuardError::SharedStore(std::sync::Arc::new("connection reset"));
+    /// assert_eq!(alone.store_error(), shared.store_error());
+    /// assert_eq!(GuardError::<&str>::Warming.store_error(), None);
+    /// ```
+    pub fn store_error(&self) -> Option<&E> {
+        match self {
+            GuardError::Store(e) => Some(e),
+            GuardError::SharedStore(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl<E: fmt::Display> fmt::Display for GuardError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GuardError::Store(e) => write!(f, "store error: {e}"),
+            GuardError::SharedStore(e) => write!(f, "store error (on a shared read): {e}"),
             GuardError::FilterFull(e) => write!(
                 f,
                 "the guard's filter has no room for another key ({e}); the store was not changed"
@@ -268,6 +296,7 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             GuardError::Store(e) => Some(e),
+            GuardError::SharedStore(e) => Some(&**e),
             GuardError::FilterFull(e) => Some(e),
             GuardError::RebuildFilter(e) => Some(e),
             GuardError::Snapshot(e) => Some(e),
@@ -328,6 +357,10 @@ pub struct GuardStats {
     /// store: replays of a key the store had just answered absent (see
     /// [`CacheGuard::with_memo`]).
     pub memo_hits: u64,
+    /// Lookups the filter passed that waited for a concurrent lookup's store read of the
+    /// same key and took its answer, instead of reading the store themselves (coalesced
+    /// reads: at most one read per key in flight, see [`CacheGuard::with_memo`]).
+    pub coalesced: u64,
     /// Shadow lookups ([`CacheGuard::shadow_get`], or a handler's
     /// [`get_admitted`](CacheGuard::get_admitted) with [`Admission::Shadow`]) the filter
     /// answered "absent": a blocking guard would have answered them without the store. They
@@ -343,7 +376,8 @@ pub struct GuardStats {
     /// later time, so its slot no longer remembers absent keys).
     pub memo_slots_disabled: usize,
     /// `(false_positives + memo_hits) / (false_positives + memo_hits + blocked + absent
-    /// shadow lookups)`: the share of absent keys the filter failed to rule out (a shadow
+    /// shadow lookups)`, with the coalesced lookups answered "absent" counted as false
+    /// positives: the share of absent keys the filter failed to rule out (a shadow
     /// lookup the filter ruled out and the store answered absent counts as ruled out).
     pub observed_false_positive_rate: f64,
     /// The rate the filter's width gives at its current load.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use ahash::RandomState;
 
 use super::core::{seal_blocking, Admission, GuardCore, RebuildClaim, Step, Triggered, WarmUp};
-use super::memo::{Memo, MemoError, Probe, DEFAULT_MEMO_ENTRIES};
+use super::memo::{Memo, MemoError, Probe, Shared, DEFAULT_MEMO_ENTRIES};
 use super::periodic::{self, PeriodicSeal, Turn};
 use super::restart::{self, new_seal_secret, Restart, Sealed};
 use super::store::{Store, Written};
@@ -47,7 +47,7 @@ pub struct CacheGuard<St: Store, H = RandomState> {
 struct Inner<St: Store, H> {
     core: GuardCore<H>,
     /// Keys the store just answered absent after the filter admitted them.
-    memo: Memo<St::Key>,
+    memo: Memo<St::Key, Shared<St::Value, St::Error>>,
     store: St,
     warm_up: WarmUp<St::Cursor>,
     /// Starts an automatic rebuild; chosen where the bounds it needs are known (`new`).
@@ -65,6 +65,7 @@ impl<St: Store, H> Clone for CacheGuard<St, H> {
 impl<St, H> CacheGuard<St, H>
 where
     St: Store + Send + Sync + 'static,
+    St::Value: Send,
     St::Cursor: Send,
     H: BuildHasher + Clone + Send + Sync + 'static,
 {
@@ -128,6 +129,7 @@ where
 impl<St> CacheGuard<St, RandomState>
 where
     St: Store + Send + Sync + 'static,
+    St::Value: Send,
     St::Cursor: Send,
 {
     /// A guard over `store` started from the snapshot at `path` if it can be trusted, ready
@@ -287,6 +289,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     pub fn seal_periodically(&self, path: impl AsRef<Path>, every: Duration) -> PeriodicSeal
     where
         St: Send + Sync + 'static,
+        St::Value: Send,
         St::Cursor: Send,
         H: Send + Sync + 'static,
     {
@@ -371,7 +374,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     ///
     /// # Errors
     ///
-    /// [`GuardError::Store`] if the store fails.
+    /// [`GuardError::Store`] if the store fails; [`GuardError::SharedStore`] if it failed on a read
+    /// this lookup shared with concurrent lookups of the key ([`GuardError::store_error`] reads
+    /// either).
     ///
     /// # Examples
     ///
@@ -386,7 +391,10 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// assert_eq!(guard.get(&2)?, None);        // ready: blocked by the filter
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>> {
+    pub fn get(&self, key: &St::Key) -> Result<Option<St::Value>, GuardError<St::Error>>
+    where
+        St::Value: Clone,
+    {
         self.get_admitted(key, self.admit(key))
     }
 
@@ -415,7 +423,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     ///
     /// # Errors
     ///
-    /// [`GuardError::Store`] if the store fails.
+    /// [`GuardError::Store`] if the store fails; [`GuardError::SharedStore`] if it failed on a read
+    /// this lookup shared with concurrent lookups of the key ([`GuardError::store_error`] reads
+    /// either).
     ///
     /// # Examples
     ///
@@ -434,19 +444,46 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
         &self,
         key: &St::Key,
         admission: Admission,
-    ) -> Result<Option<St::Value>, GuardError<St::Error>> {
+    ) -> Result<Option<St::Value>, GuardError<St::Error>>
+    where
+        St::Value: Clone,
+    {
         if admission.is_blocked() {
             return Ok(None);
         }
-        let probe = self.inner.memo.probe(key, admission);
-        if let Probe::Hit = probe {
-            self.core().observe_memo_hit();
-            return Ok(None);
+        // Flights this lookup joined that were abandoned: after two it reads alone.
+        let mut abandoned = 0;
+        loop {
+            let coalesce = abandoned < 2;
+            let mut probe = self.inner.memo.probe_with(key, admission, coalesce);
+            match &probe {
+                Probe::Hit => {
+                    self.core().observe_memo_hit();
+                    return Ok(None);
+                }
+                // [memo.C2]: another lookup of this key reads the store; its answer is ours.
+                Probe::Join(flight) => match flight.wait() {
+                    Some(answer) => {
+                        self.core().observe_coalesced(&answer);
+                        return answer.map_err(GuardError::SharedStore);
+                    }
+                    // Its leader was gone before its answer: look again.
+                    None => {
+                        abandoned += 1;
+                        continue;
+                    }
+                },
+                _ => {}
+            }
+            let lead = probe.take_lead();
+            let result = self.inner.store.get(key);
+            self.core().observe_get(admission, &result);
+            self.inner.memo.settle(key, probe, &result);
+            return match lead {
+                Some(lead) => lead.land(result),
+                None => result.map_err(GuardError::Store),
+            };
         }
-        let result = self.inner.store.get(key);
-        self.core().observe_get(admission, &result);
-        self.inner.memo.settle(key, probe, &result);
-        result.map_err(GuardError::Store)
     }
 
     /// The value of `key`, always read from the store: a lookup in *shadow mode*, to see what
@@ -606,7 +643,11 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// ```
     pub fn delete(&self, key: &St::Key) -> Result<bool, GuardError<St::Error>> {
         let ticket = self.core().begin_delete();
+        // [memo.C3]: lookups that begin after this delete returned do not join a read that
+        // began before it.
+        let memo = self.inner.memo.begin_delete(key);
         let result = self.inner.store.delete(key);
+        memo.end(result.is_ok());
         let trigger = self.core().end_delete(key, ticket, &result);
         self.spawn_rebuild(trigger);
         result.map_err(GuardError::Store)
@@ -836,6 +877,7 @@ impl<St: Store, H: BuildHasher + Clone + Send + Sync + 'static> CacheGuard<St, H
 fn spawn_rebuild<St, H>(inner: &Arc<Inner<St, H>>, trigger: Triggered)
 where
     St: Store + Send + Sync + 'static,
+    St::Value: Send,
     St::Cursor: Send,
     H: BuildHasher + Clone + Send + Sync + 'static,
 {

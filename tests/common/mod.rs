@@ -417,7 +417,7 @@ pub(crate) fn guard_concurrency_sync<S>(
 where
     S: Store + Send + Sync,
     S::Key: Hash + Clone + Send + Sync + 'static,
-    S::Value: PartialEq + Debug + Sync,
+    S::Value: Clone + PartialEq + Debug + Send + Sync,
     S::Cursor: Send,
     S::Error: Debug,
 {
@@ -492,7 +492,7 @@ pub(crate) async fn guard_concurrency<S>(
 where
     S: AsyncStore + 'static,
     S::Key: Hash + Clone + Send + Sync + 'static,
-    S::Value: PartialEq + Debug + Send + Sync + 'static,
+    S::Value: Clone + PartialEq + Debug + Send + Sync + 'static,
     S::Error: Debug,
 {
     guard.warm_up(500, |_| {}).await.unwrap();

@@ -70,7 +70,7 @@ fn lookup(memo: &Arc<Memo<u64>>, store: &Store) -> thread::JoinHandle<Option<Loo
 }
 
 /// The guards' put: [memo.M1], the store write, [memo.M2] with a known outcome.
-fn put(memo: &Memo<u64>, store: &Store, lands: bool) {
+fn put<T>(memo: &Memo<u64, T>, store: &Store, lands: bool) {
     let write = memo.begin_write(&K);
     if lands {
         store.lock().unwrap().present = true;
@@ -634,4 +634,275 @@ mod guard_level {
             |census| unknown_put_then_lookups(true, census),
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// [memo.C1]-[memo.C4]: coalesced store reads.
+// ---------------------------------------------------------------------------------------
+
+type Coalescing = Memo<u64, super::Shared<(), ()>>;
+
+fn coalescing(broken: Broken) -> Arc<Coalescing> {
+    let mut memo = Memo::new(1);
+    memo.broken = broken;
+    Arc::new(memo)
+}
+
+/// What a coalescing lookup answered, and whether it joined a flight on the way.
+#[derive(Debug, Clone, Copy)]
+struct Answered {
+    present: bool,
+    joined: bool,
+}
+
+/// A lookup the filter admitted, as the guards make it with coalescing: [memo.M3] with
+/// [memo.C1] or [memo.C2], the store read, [memo.M4] and [memo.C4]. `drop_lead`: a leader whose
+/// future is dropped after its store read, before it lands.
+fn coalesced_lookup(memo: &Coalescing, store: &Store, drop_lead: bool) -> Answered {
+    let mut joined = false;
+    let mut abandoned = 0;
+    loop {
+        let mut probe = memo.probe_with(&K, Admission::Pass, abandoned < 2);
+        match &probe {
+            Probe::Hit => {
+                return Answered {
+                    present: false,
+                    joined,
+                }
+            }
+            Probe::Join(flight) => match flight.wait() {
+                Some(answer) => {
+                    return Answered {
+                        present: matches!(answer, Ok(Some(()))),
+                        joined: true,
+                    }
+                }
+                None => {
+                    joined = true;
+                    abandoned += 1;
+                    continue;
+                }
+            },
+            _ => {}
+        }
+        let lead = probe.take_lead();
+        let present = store.lock().unwrap().present;
+        let result: Result<Option<()>, ()> = Ok(present.then_some(()));
+        memo.settle(&K, probe, &result);
+        if drop_lead {
+            drop(lead);
+        } else if let Some(lead) = lead {
+            assert_eq!(lead.land(result).ok(), Some(present.then_some(())));
+        }
+        return Answered { present, joined };
+    }
+}
+
+/// The write a coalescing model races.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Write {
+    /// A create through the guard: [memo.M1], the store write, [memo.M2].
+    Create,
+    /// A delete through the guard of a row that exists.
+    Delete,
+    /// A row written behind the guard's back, then a rebuild's clear ([memo.M5]).
+    BypassThenRebuild,
+}
+
+/// [memo.C2], [memo.C3]: a lookup of `K` (the leader, in most interleavings) races `write`, and
+/// a second lookup notes whether the write (and for `BypassThenRebuild`, the clear) had
+/// returned before it began. One that began after must see the write, whichever read it took
+/// its answer from. The census asks for a lookup that joined another's read.
+fn follower_races_a_write(broken: Broken, write: Write, census: Census) {
+    let memo = coalescing(broken);
+    let store = Store::default();
+    store.lock().unwrap().present = write == Write::Delete;
+    let written = Arc::new(Mutex::new(false));
+    let leader = {
+        let (memo, store) = (Arc::clone(&memo), Arc::clone(&store));
+        thread::spawn(move || coalesced_lookup(&memo, &store, false))
+    };
+    let writer = {
+        let (memo, store, written) = (Arc::clone(&memo), Arc::clone(&store), Arc::clone(&written));
+        thread::spawn(move || {
+            match write {
+                Write::Create => put(&memo, &store, true),
+                Write::Delete => {
+                    let delete = memo.begin_delete(&K);
+                    store.lock().unwrap().present = false;
+                    delete.end(true);
+                }
+                Write::BypassThenRebuild => {
+                    store.lock().unwrap().present = true;
+                    memo.forget_all();
+                }
+            }
+            *written.lock().unwrap() = true;
+        })
+    };
+    let follower = {
+        let (memo, store, written) = (Arc::clone(&memo), Arc::clone(&store), Arc::clone(&written));
+        thread::spawn(move || {
+            let after_write = *written.lock().unwrap();
+            let answered = coalesced_lookup(&memo, &store, false);
+            if after_write {
+                assert_eq!(
+                    answered.present,
+                    write != Write::Delete,
+                    "a coalesced lookup missed a write that returned before it began"
+                );
+            }
+            answered
+        })
+    };
+    let first = leader.join().unwrap();
+    writer.join().unwrap();
+    let second = follower.join().unwrap();
+    census.saw(first.joined || second.joined);
+}
+
+#[test]
+fn loom_memo_a_coalesced_lookup_never_misses_a_create_that_returned_before_it() {
+    explore("a lookup that joined another's store read", |census| {
+        follower_races_a_write(Broken::default(), Write::Create, census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "missed a write that returned before it began")]
+fn loom_memo_control_flight_kept() {
+    loom::model(|| {
+        follower_races_a_write(
+            Broken {
+                flight_kept: true,
+                ..Broken::default()
+            },
+            Write::Create,
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+fn loom_memo_a_coalesced_lookup_never_returns_a_row_deleted_before_it() {
+    explore("a lookup that joined another's store read", |census| {
+        follower_races_a_write(Broken::default(), Write::Delete, census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "missed a write that returned before it began")]
+fn loom_memo_control_flight_kept_by_a_delete() {
+    loom::model(|| {
+        follower_races_a_write(
+            Broken {
+                flight_kept: true,
+                ..Broken::default()
+            },
+            Write::Delete,
+            Census::default(),
+        )
+    });
+}
+
+#[test]
+fn loom_memo_a_rebuild_clear_ends_coalescing_on_reads_from_before_it() {
+    explore("a lookup that joined another's store read", |census| {
+        follower_races_a_write(Broken::default(), Write::BypassThenRebuild, census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "missed a write that returned before it began")]
+fn loom_memo_control_rebuild_flight_kept() {
+    loom::model(|| {
+        follower_races_a_write(
+            Broken {
+                rebuild_flight_kept: true,
+                ..Broken::default()
+            },
+            Write::BypassThenRebuild,
+            Census::default(),
+        )
+    });
+}
+
+/// [memo.C4] for a leader dropped before it lands: a lookup that joined its flight must not
+/// wait forever; it looks again and reads the store itself. The follower waits as the async
+/// guard does (polling, a waker left), and gives up with a panic if the flight is still
+/// pending once the leader's thread is done. The census asks for a follower that joined.
+fn follower_of_a_dropped_leader(broken: Broken, census: Census) {
+    let memo = coalescing(broken);
+    let store = Store::default();
+    store.lock().unwrap().present = true;
+    let leader_done = Arc::new(Mutex::new(false));
+    let leader = {
+        let (memo, store, done) = (
+            Arc::clone(&memo),
+            Arc::clone(&store),
+            Arc::clone(&leader_done),
+        );
+        thread::spawn(move || {
+            coalesced_lookup(&memo, &store, true);
+            *done.lock().unwrap() = true;
+        })
+    };
+    let follower = {
+        let (memo, store, done) = (
+            Arc::clone(&memo),
+            Arc::clone(&store),
+            Arc::clone(&leader_done),
+        );
+        thread::spawn(move || {
+            let probe = memo.probe(&K, Admission::Pass);
+            let Probe::Join(flight) = probe else {
+                // It led, or the leader was done: an ordinary lookup.
+                drop(probe);
+                return (coalesced_lookup(&memo, &store, false).present, false);
+            };
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let mut place = None;
+            loop {
+                let leader_gone = *done.lock().unwrap();
+                match flight.poll_wait(&mut cx, &mut place) {
+                    std::task::Poll::Ready(Some(answer)) => return (answer == Ok(Some(())), true),
+                    std::task::Poll::Ready(None) => {
+                        return (coalesced_lookup(&memo, &store, false).present, true)
+                    }
+                    std::task::Poll::Pending => {
+                        assert!(
+                            !leader_gone,
+                            "a follower stranded: its leader is gone and the flight never landed"
+                        );
+                        thread::yield_now();
+                    }
+                }
+            }
+        })
+    };
+    leader.join().unwrap();
+    let (present, joined) = follower.join().unwrap();
+    assert!(present, "the row is in the store");
+    census.saw(joined);
+}
+
+#[test]
+fn loom_memo_a_dropped_leader_does_not_strand_its_followers() {
+    explore("a follower whose leader was dropped", |census| {
+        follower_of_a_dropped_leader(Broken::default(), census)
+    });
+}
+
+#[test]
+#[should_panic(expected = "a follower stranded")]
+fn loom_memo_control_abandon_silent() {
+    loom::model(|| {
+        follower_of_a_dropped_leader(
+            Broken {
+                abandon_silent: true,
+                ..Broken::default()
+            },
+            Census::default(),
+        )
+    });
 }
