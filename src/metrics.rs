@@ -19,6 +19,7 @@
 //! | `cuckoo_guard_store_hits_total` | counter | [`GuardStats::store_hits`] |
 //! | `cuckoo_guard_false_positives_total` | counter | [`GuardStats::false_positives`] |
 //! | `cuckoo_guard_memo_hits_total` | counter | [`GuardStats::memo_hits`] |
+//! | `cuckoo_guard_coalesced_total` | counter | [`GuardStats::coalesced`] |
 //! | `cuckoo_guard_shadow_would_block_total` | counter | [`GuardStats::shadow_would_block`]: shadow lookups the filter ruled out |
 //! | `cuckoo_guard_shadow_false_negatives_total` | counter | [`GuardStats::shadow_false_negatives`]: of those, the ones the store found |
 //! | `cuckoo_guard_store_errors_total` | counter | [`GuardStats::store_errors`] |
@@ -155,6 +156,11 @@ pub fn describe() {
         "cuckoo_guard_memo_hits_total",
         Unit::Count,
         "Lookups the filter passed that the false-positive memo answered absent without the store."
+    );
+    describe_counter!(
+        "cuckoo_guard_coalesced_total",
+        Unit::Count,
+        "Lookups the filter passed that took the answer of a concurrent store read of their key."
     );
     describe_counter!(
         "cuckoo_guard_shadow_would_block_total",
@@ -396,6 +402,7 @@ pub fn record(stats: &GuardStats, name: &str) {
         ("cuckoo_guard_store_hits_total", stats.store_hits),
         ("cuckoo_guard_false_positives_total", stats.false_positives),
         ("cuckoo_guard_memo_hits_total", stats.memo_hits),
+        ("cuckoo_guard_coalesced_total", stats.coalesced),
         (
             "cuckoo_guard_shadow_would_block_total",
             stats.shadow_would_block,
