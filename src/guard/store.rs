@@ -78,6 +78,29 @@ pub trait Store {
     /// Any failure of the store.
     fn get(&self, key: &Self::Key) -> Result<Option<Self::Value>, Self::Error>;
 
+    /// The values of `keys`, in their order (`None` for a key that does not exist): one
+    /// round trip for a batch, where the store has a query for it (the guard's
+    /// [`get_many`](super::CacheGuard::get_many)). Every value read must reflect the store
+    /// as of some moment after the call began, as [`get`](Self::get)'s does. The default
+    /// calls `get` for each key.
+    ///
+    /// # Errors
+    ///
+    /// Any failure of the store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{MemoryStore, Store};
+    ///
+    /// let store = MemoryStore::from_rows([(1u8, 'a'), (3, 'c')]);
+    /// assert_eq!(store.get_many(&[3, 2, 1])?, [Some('c'), None, Some('a')]);
+    /// # Ok::<(), std::convert::Infallible>(())
+    /// ```
+    fn get_many(&self, keys: &[Self::Key]) -> Result<Vec<Option<Self::Value>>, Self::Error> {
+        keys.iter().map(|key| self.get(key)).collect()
+    }
+
     /// Creates or updates `key`, reporting which.
     ///
     /// # Errors
@@ -267,6 +290,21 @@ pub trait AsyncStore: Send + Sync {
         key: &Self::Key,
     ) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send;
 
+    /// As [`Store::get_many`]: the values of `keys`, in their order. The default awaits
+    /// [`get`](Self::get) for each key in turn.
+    fn get_many(
+        &self,
+        keys: &[Self::Key],
+    ) -> impl Future<Output = Result<Vec<Option<Self::Value>>, Self::Error>> + Send {
+        async move {
+            let mut values = Vec::with_capacity(keys.len());
+            for key in keys {
+                values.push(self.get(key).await?);
+            }
+            Ok(values)
+        }
+    }
+
     /// As [`Store::put`].
     fn put(
         &self,
@@ -408,6 +446,13 @@ impl<S: AsyncStore + ?Sized> AsyncStore for std::sync::Arc<S> {
         (**self).get(key)
     }
 
+    fn get_many(
+        &self,
+        keys: &[Self::Key],
+    ) -> impl Future<Output = Result<Vec<Option<Self::Value>>, Self::Error>> + Send {
+        (**self).get_many(keys)
+    }
+
     fn put(
         &self,
         key: &Self::Key,
@@ -482,6 +527,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn get(&self, key: &Self::Key) -> Result<Option<Self::Value>, Self::Error> {
         (**self).get(key)
+    }
+
+    fn get_many(&self, keys: &[Self::Key]) -> Result<Vec<Option<Self::Value>>, Self::Error> {
+        (**self).get_many(keys)
     }
 
     fn put(&self, key: &Self::Key, value: &Self::Value) -> Result<Written, Self::Error> {
