@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ahash::RandomState;
 
+use super::batch::Batch;
 use super::core::{seal_async, Admission, GuardCore, RebuildClaim, Step, Triggered, WarmUp};
 use super::driver::{Link, RebuildDriver, Rebuilds};
 use super::fleet_link::FleetLink;
@@ -423,6 +424,94 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
                 None => result.map_err(GuardError::Store),
             };
         }
+    }
+
+    /// As [`CacheGuard::admit_many`](super::CacheGuard::admit_many): the filter's decision for
+    /// each of `keys`, counted, with one batched filter pass; synchronous and non-blocking.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{Admission, AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::<u8, u8>::new());
+    /// // Warming: every key goes to the store.
+    /// assert_eq!(guard.admit_many(&[1, 2]), [Admission::Warming, Admission::Warming]);
+    /// ```
+    pub fn admit_many(&self, keys: &[St::Key]) -> Vec<Admission> {
+        self.core().admit_many(keys)
+    }
+
+    /// As [`CacheGuard::get_many`](super::CacheGuard::get_many): the values of `keys`, in
+    /// their order, with one filter pass and one store call ([`AsyncStore::get_many`]) for the
+    /// keys the filter admitted and the memo does not answer.
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Store`] if the store fails (no value of the batch is returned).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{AsyncCacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// async fn list(guard: &AsyncCacheGuard<MemoryStore<u32, String>>, ids: &[u32]) -> Vec<String> {
+    ///     let rows = guard.get_many(ids).await.unwrap_or_default();
+    ///     rows.into_iter().flatten().collect()
+    /// }
+    /// # let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::new());
+    /// # let _ = list(&guard, &[1, 2]);
+    /// ```
+    pub async fn get_many(
+        &self,
+        keys: &[St::Key],
+    ) -> Result<Vec<Option<St::Value>>, GuardError<St::Error>> {
+        let admissions = self.admit_many(keys);
+        let mut out = Vec::new();
+        // In a fleet the memo is not consulted (see `get_admitted`): a batch goes to the store
+        // whole but for the keys the filter rules out.
+        let memo = self.inner.fleet.get().is_none();
+        let batch = Batch::plan(
+            self.core(),
+            &self.inner.memo,
+            memo,
+            keys,
+            &admissions,
+            &mut out,
+        );
+        if batch.keys.is_empty() {
+            return Ok(out);
+        }
+        let values = match self.inner.store.get_many(&batch.keys).await {
+            Ok(values) if values.len() == batch.keys.len() => Ok(values),
+            // A store that answered for the wrong number of keys: ask key by key.
+            Ok(_) => {
+                let mut values = Vec::with_capacity(batch.keys.len());
+                let mut failed = None;
+                for key in &batch.keys {
+                    match self.inner.store.get(key).await {
+                        Ok(value) => values.push(value),
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+                failed.map_or(Ok(values), Err)
+            }
+            Err(e) => Err(e),
+        };
+        batch.settle(
+            self.core(),
+            &self.inner.memo,
+            keys,
+            &admissions,
+            values,
+            &mut out,
+        )?;
+        Ok(out)
     }
 
     /// As [`CacheGuard::shadow_get`](super::CacheGuard::shadow_get): the value of `key`,

@@ -548,6 +548,28 @@ impl<H: BuildHasher> GuardCore<H> {
             .contains(key)
     }
 
+    /// [`filter_contains`](Self::filter_contains) of every key of `keys` into `found`, by the
+    /// filter's batched lookup.
+    pub(crate) fn filter_contains_many<K: Hash>(&self, keys: &[K], found: &mut [bool]) {
+        let pin = pin();
+        // ORDERING: Acquire; as in `filter`.
+        self.filters
+            .load(Ordering::Acquire, &pin)
+            .current
+            .filter
+            .contains_many(keys, found);
+    }
+
+    /// Lookup step 1 for a batch: [`admit`](Self::admit) of each key, with one filter pass.
+    pub(super) fn admit_many<K: Hash>(&self, keys: &[K]) -> Vec<Admission> {
+        if !self.is_ready() {
+            crate::sharded::add(&self.shard().warming, keys.len() as u64);
+            vec![Admission::Warming; keys.len()]
+        } else {
+            self.admit_warm_many(keys)
+        }
+    }
+
     /// Whether a lookup would pass `key` to the store (not counted).
     pub(super) fn may_contain<K: Hash + ?Sized>(&self, key: &K) -> bool {
         !self.is_ready() || self.decide_warm(key) != Admission::Blocked

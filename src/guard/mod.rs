@@ -134,6 +134,7 @@
 //! ```
 
 mod async_guard;
+mod batch;
 #[cfg(feature = "tokio")]
 mod blocking;
 pub(crate) mod core;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ahash::RandomState;
 
+use super::batch::Batch;
 use super::core::{seal_blocking, Admission, GuardCore, RebuildClaim, Step, Triggered, WarmUp};
 use super::memo::{Memo, MemoError, Probe, Shared, DEFAULT_MEMO_ENTRIES};
 use super::periodic::{self, PeriodicSeal, Turn};
@@ -484,6 +485,90 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
                 None => result.map_err(GuardError::Store),
             };
         }
+    }
+
+    /// The filter's decision for each of `keys`, counted as lookups: [`admit`](Self::admit)
+    /// of a batch, with one pass of the filter's batched lookup
+    /// ([`CuckooFilter::contains_many`]), which overlaps the keys' memory loads. Never touches
+    /// the store, never blocks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{Admission, CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(10), MemoryStore::from_rows([(1u8, 'a')]));
+    /// guard.warm_up(10, |_| {})?;
+    /// let admissions = guard.admit_many(&[1, 2]);
+    /// assert_eq!(admissions[0], Admission::Pass);
+    /// assert_eq!(guard.stats().lookups, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn admit_many(&self, keys: &[St::Key]) -> Vec<Admission> {
+        self.core().admit_many(keys)
+    }
+
+    /// The values of `keys`, in their order (`None` for a key that does not exist): for list
+    /// endpoints. One filter pass ([`admit_many`](Self::admit_many)), then one store call
+    /// ([`Store::get_many`]) for the keys the filter admitted and the false-positive memo does
+    /// not answer; keys the filter rules out never reach the store. Each key is counted and
+    /// remembered as [`get`](Self::get) counts and remembers it; a batch does not share reads
+    /// with concurrent lookups.
+    ///
+    /// # Errors
+    ///
+    /// [`GuardError::Store`] if the store fails (no value of the batch is returned).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::{CacheGuard, MemoryStore};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let rows = MemoryStore::from_rows([(1u32, "one"), (3, "three")]);
+    /// let guard = CacheGuard::new(CuckooFilter::with_capacity(100), rows);
+    /// guard.warm_up(10, |_| {})?;
+    /// assert_eq!(guard.get_many(&[3, 2, 1])?, [Some("three"), None, Some("one")]);
+    /// assert!(guard.stats().blocked >= 1); // 2 never reached the store
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_many(
+        &self,
+        keys: &[St::Key],
+    ) -> Result<Vec<Option<St::Value>>, GuardError<St::Error>> {
+        let admissions = self.admit_many(keys);
+        let mut out = Vec::new();
+        let batch = Batch::plan(
+            self.core(),
+            &self.inner.memo,
+            true,
+            keys,
+            &admissions,
+            &mut out,
+        );
+        if batch.keys.is_empty() {
+            return Ok(out);
+        }
+        let values = match self.inner.store.get_many(&batch.keys) {
+            Ok(values) if values.len() == batch.keys.len() => Ok(values),
+            // A store that answered for the wrong number of keys: ask key by key.
+            Ok(_) => batch
+                .keys
+                .iter()
+                .map(|key| self.inner.store.get(key))
+                .collect(),
+            Err(e) => Err(e),
+        };
+        batch.settle(
+            self.core(),
+            &self.inner.memo,
+            keys,
+            &admissions,
+            values,
+            &mut out,
+        )?;
+        Ok(out)
     }
 
     /// The value of `key`, always read from the store: a lookup in *shadow mode*, to see what

@@ -363,6 +363,37 @@ impl<H: BuildHasher> GuardCore<H> {
         admission
     }
 
+    /// [fleet.F1] for a batch of lookups of a warm guard, counted: the fleet word loaded once
+    /// before the filter reads, one `contains_many`, and each key the filter missed checked
+    /// against the lease after the reads, as [`decide_warm`](Self::decide_warm) checks one.
+    pub(super) fn admit_warm_many<K: Hash>(&self, keys: &[K]) -> Vec<Admission> {
+        // ORDERING: SeqCst; [fleet.F1] first load, before the filter reads.
+        let word = self.fleet.word.load(Ordering::SeqCst);
+        let mut admissions = vec![Admission::FailOpen; keys.len()];
+        if word & MEMBER == 0 || word & SERVING != 0 {
+            let mut found = vec![false; keys.len()];
+            self.filter_contains_many(keys, &mut found);
+            let serving =
+                found.contains(&false) && (word == ALONE || self.fleet_still_serving(word));
+            for (admission, found) in admissions.iter_mut().zip(found) {
+                if found {
+                    *admission = Admission::Pass;
+                } else if serving {
+                    *admission = Admission::Blocked;
+                }
+            }
+        }
+        let shard = self.shard();
+        for admission in &admissions {
+            bump(match admission {
+                Admission::Pass => &shard.passed,
+                Admission::Blocked => &shard.blocked,
+                _ => &shard.fail_open,
+            });
+        }
+        admissions
+    }
+
     /// [fleet.F1] A lookup of a warm guard, not counted.
     #[inline]
     pub(super) fn decide_warm<K: Hash + ?Sized>(&self, key: &K) -> Admission {
