@@ -29,6 +29,7 @@ pub(crate) type Users = AsyncCacheGuard<Counted<UsersStore>>;
 #[derive(Debug, Default)]
 pub struct Queries {
     get: AtomicU64,
+    get_many: AtomicU64,
     put: AtomicU64,
     delete: AtomicU64,
     scan: AtomicU64,
@@ -58,6 +59,17 @@ impl Queries {
         self.get.load(Ordering::Relaxed)
     }
 
+    /// Batch lookups that reached the database, one query each (`GET /users?ids=`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(users_service::Queries::default().batches(), 0);
+    /// ```
+    pub fn batches(&self) -> u64 {
+        self.get_many.load(Ordering::Relaxed)
+    }
+
     fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -82,6 +94,11 @@ where
     async fn get(&self, key: &S::Key) -> Result<Option<S::Value>, S::Error> {
         Queries::bump(&self.queries.get);
         self.inner.get(key).await
+    }
+
+    async fn get_many(&self, keys: &[S::Key]) -> Result<Vec<Option<S::Value>>, S::Error> {
+        Queries::bump(&self.queries.get_many);
+        self.inner.get_many(keys).await
     }
 
     async fn put(&self, key: &S::Key, value: &S::Value) -> Result<Written, S::Error> {
@@ -172,6 +189,10 @@ impl AsyncStore for UsersStore {
 
     async fn get(&self, key: &i64) -> Result<Option<String>, UsersStoreError> {
         either!(self, s => s.get(key))
+    }
+
+    async fn get_many(&self, keys: &[i64]) -> Result<Vec<Option<String>>, UsersStoreError> {
+        either!(self, s => s.get_many(keys))
     }
 
     async fn put(&self, key: &i64, value: &String) -> Result<Written, UsersStoreError> {

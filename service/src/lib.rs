@@ -2,7 +2,8 @@
 //! layer first (keys the filter reports absent are answered 404 from memory), a moka
 //! read-through cache for existing rows, then SQLite (by default) or PostgreSQL.
 //!
-//! Public routes ([`build`]): `GET /users/{id}`, `POST /users` (`{"id": 1, "name": "ada"}`),
+//! Public routes ([`build`]): `GET /users/{id}`, `GET /users?ids=1,2,3` (the users of those ids
+//! that exist, at most [`MAX_IDS`]), `POST /users` (`{"id": 1, "name": "ada"}`),
 //! `PUT /users/{id}` (`{"name": "ada"}`), `DELETE /users/{id}`. Admin routes
 //! ([`App::admin_router`], served on a separate listener that must stay private): `GET /stats`
 //! (JSON) and `GET /metrics` (Prometheus text). Every database call goes through a counting
@@ -52,7 +53,7 @@ use cuckoo_guard::fleet::RedisCoordinator;
 
 pub use crate::config::{BoxError, Config, Database, FleetSettings, CACHE_ENTRY_OVERHEAD};
 pub use crate::database::Queries;
-pub use crate::routes::{App, UNAVAILABLE_BODY};
+pub use crate::routes::{App, MAX_IDS, UNAVAILABLE_BODY};
 
 /// Opens the database (seeding it if asked), starts the guard's warm-up in the background
 /// and returns the public router (the users routes; the admin routes are on

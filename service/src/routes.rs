@@ -23,6 +23,9 @@ use crate::database::{Queries, Users};
 /// Keys per page of the warm-up's scan.
 const WARM_UP_PAGE: usize = 10_000;
 
+/// The most ids one `GET /users?ids=` may ask for.
+pub const MAX_IDS: usize = 100;
+
 /// The guard's membership of its fleet.
 type UsersFleet = Fleet<RedisCoordinator, i64>;
 
@@ -290,7 +293,7 @@ pub(crate) fn router(
     // Room for the longest name with every character JSON-escaped (`\uXXXX`), and the rest.
     let body_limit = config.max_name_bytes.saturating_mul(6).saturating_add(1024);
     let router = Router::new()
-        .route("/users", axum::routing::post(create_user))
+        .route("/users", get(list_users).post(create_user))
         .merge(lookups)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .with_state(app.clone());
@@ -335,6 +338,73 @@ async fn get_user(
         }
         None => StatusCode::NOT_FOUND.into_response(),
     })
+}
+
+#[derive(Debug, Deserialize)]
+struct Ids {
+    ids: String,
+}
+
+/// `GET /users?ids=1,2,3`: the users of those ids that exist, in the order asked (repeats
+/// once each). Ids the cache holds are answered from it; the rest go to the guard's batch
+/// lookup (one filter pass, one database query for the ids it admits), or straight to the
+/// database without the guard. At most [`MAX_IDS`] ids; 400 for more, or for an id that is
+/// not an integer.
+async fn list_users(
+    State(app): State<App>,
+    axum::extract::Query(Ids { ids }): axum::extract::Query<Ids>,
+) -> Result<Response, DbError> {
+    let mut asked: Vec<i64> = Vec::new();
+    for id in ids.split(',').filter(|id| !id.is_empty()) {
+        let Ok(id) = id.trim().parse::<i64>() else {
+            return Ok((StatusCode::BAD_REQUEST, "ids: comma-separated integers").into_response());
+        };
+        if !asked.contains(&id) {
+            if asked.len() == MAX_IDS {
+                let message = format!("at most {MAX_IDS} ids per request");
+                return Ok((StatusCode::BAD_REQUEST, message).into_response());
+            }
+            asked.push(id);
+        }
+    }
+    let mut names: Vec<Option<String>> = Vec::with_capacity(asked.len());
+    let mut missing = Vec::new();
+    for &id in &asked {
+        let cached = app.cache.get(&id).await;
+        if cached.is_none() {
+            missing.push(id);
+        }
+        names.push(cached);
+    }
+    let found = if missing.is_empty() {
+        Vec::new()
+    } else if app.guarded {
+        app.users.get_many(&missing).await?
+    } else {
+        app.users
+            .store()
+            .get_many(&missing)
+            .await
+            .map_err(|e| DbError(format!("database get_many failed: {e}")))?
+    };
+    let mut found = missing.iter().zip(found);
+    let mut users = Vec::new();
+    for (&id, name) in asked.iter().zip(names) {
+        let name = match name {
+            Some(name) => Some(name),
+            None => match found.next() {
+                Some((_, Some(name))) => {
+                    app.cache.insert(id, name.clone()).await;
+                    Some(name)
+                }
+                _ => None,
+            },
+        };
+        if let Some(name) = name {
+            users.push(User { id, name });
+        }
+    }
+    Ok(Json(users).into_response())
 }
 
 /// Runs a write and the cache invalidation after it in a task of their own, so a client that
@@ -420,7 +490,14 @@ async fn stats(State(app): State<App>) -> Json<serde_json::Value> {
         "growth_steps": s.growth_steps,
         "rebuilds": s.rebuilds,
         "passed_failing_open": s.passed_failing_open,
-        "db_queries": { "get": get, "put": put, "delete": delete, "scan": scan },
+        "db_queries": {
+            "get": get,
+            "get_many": app.queries.batches(),
+            "put": put,
+            "delete": delete,
+            "scan": scan,
+        },
+        "coalesced": s.coalesced,
         "cache_entries": app.cache.entry_count(),
         "fleet": app.fleet_stats().map(|fleet| fleet_json(&fleet)),
     }))
@@ -464,6 +541,7 @@ async fn metrics(State(app): State<App>) -> impl IntoResponse {
             ("put", put),
             ("delete", delete),
             ("scan", scan),
+            ("get_many", app.queries.batches()),
         ] {
             metrics::counter!("users_service_db_queries_total", "kind" => kind).absolute(value);
         }

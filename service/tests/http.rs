@@ -239,6 +239,102 @@ async fn postgres_existing_absent_created_deleted() {
     existing_absent_created_deleted("postgres").await;
 }
 
+impl Running {
+    async fn list(&self, ids: &str) -> (StatusCode, Option<Value>) {
+        let response = self
+            .client
+            .get(format!("{}/users?ids={ids}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.ok())
+    }
+}
+
+fn ids_of(body: &Value) -> Vec<i64> {
+    body.as_array()
+        .unwrap()
+        .iter()
+        .map(|user| user["id"].as_i64().unwrap())
+        .collect()
+}
+
+/// `GET /users?ids=`: the users that exist, in the order asked, from one database query for
+/// the ids the filter admits (none for ids it rules out, none for cached ones).
+async fn a_list_is_one_query_for_the_admitted_ids(database: &str) {
+    let Some(service) = Running::start(database, true, 1_000).await else {
+        return;
+    };
+    let queries = service.app.queries();
+    let (gets, batches) = (queries.gets(), queries.batches());
+    let asked = "7,2000001,5,7,2000002,999";
+    let (status, body) = service.list(asked).await;
+    assert_eq!(status, StatusCode::OK);
+    let body = body.unwrap();
+    assert_eq!(ids_of(&body), [7, 5, 999]);
+    assert_eq!(body[1]["name"], "user 5");
+    assert_eq!(queries.batches() - batches, 1, "one query for the batch");
+    assert_eq!(queries.gets(), gets, "no single lookups");
+    let blocked = service.app.stats().blocked;
+    assert!(
+        blocked >= 2,
+        "the absent ids were ruled out ({blocked} blocked)"
+    );
+
+    // Again: the rows come from the cache and the absent ids from the filter.
+    let (_, body) = service.list(asked).await;
+    assert_eq!(ids_of(&body.unwrap()), [7, 5, 999]);
+    assert_eq!(
+        queries.batches() - batches,
+        1,
+        "no query for cached and ruled-out ids"
+    );
+
+    // A user created before the list began is in it.
+    assert_eq!(
+        service.create(3_000_000, "grace").await,
+        StatusCode::CREATED
+    );
+    let (_, body) = service.list("3000000,2000003").await;
+    assert_eq!(ids_of(&body.unwrap()), [3_000_000]);
+
+    // Bad input is refused before any lookup.
+    assert_eq!(service.list("1,x").await.0, StatusCode::BAD_REQUEST);
+    let too_many: Vec<String> = (0..=users_service::MAX_IDS)
+        .map(|id| id.to_string())
+        .collect();
+    assert_eq!(
+        service.list(&too_many.join(",")).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(service.list("").await.0, StatusCode::OK);
+    let stats = service.stats().await;
+    assert!(stats["db_queries"]["get_many"].as_u64().unwrap() >= 2);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_list_is_one_query_for_the_admitted_ids() {
+    a_list_is_one_query_for_the_admitted_ids("sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_list_is_one_query_for_the_admitted_ids() {
+    a_list_is_one_query_for_the_admitted_ids("postgres").await;
+}
+
+/// Without the layer a list is one database query whatever it asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_guard_a_list_of_absent_ids_still_queries() {
+    let service = Running::start("sqlite", false, 100).await.unwrap();
+    let batches = service.app.queries().batches();
+    let (status, body) = service.list("5000,5001,50").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids_of(&body.unwrap()), [50]);
+    assert_eq!(service.app.queries().batches() - batches, 1);
+}
+
 /// Without the layer every absent id is a database query: the counting above is live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_guard_every_absent_id_reaches_the_database() {
