@@ -42,8 +42,9 @@ fn member(broken: Broken, keys: &[u64], deadline: u64) -> Arc<Core> {
 /// without waiting for it. The member's keeper then finds the lease gone, leaves service,
 /// registers anew (deadline 300), catches up (applies `K`) and serves again. A lookup of `K`
 /// that begins after the write must not answer "absent". Returns whether the lookup failed
-/// open (the filter it read missed `K`).
-fn lookup_racing_a_rejoin(broken: Broken) -> bool {
+/// open (the filter it read missed `K`). `batch`: the lookup is a batch of `J` and `K`
+/// (`admit_many`: one word load, one batched filter read, one lease check for the misses).
+fn lookup_racing_a_rejoin(broken: Broken, batch: bool) -> bool {
     let core = member(broken, &[], 100);
     let written = flag();
     let writer = {
@@ -72,7 +73,11 @@ fn lookup_racing_a_rejoin(broken: Broken) -> bool {
             if !written.load(Ordering::SeqCst) {
                 return false;
             }
-            let admission = core.admit(&K);
+            let admission = if batch {
+                core.admit_many(&[J, K])[1]
+            } else {
+                core.admit(&K)
+            };
             assert_ne!(
                 admission,
                 Admission::Blocked,
@@ -92,18 +97,57 @@ fn lookup_racing_a_rejoin(broken: Broken) -> bool {
 fn loom_fleet_lookup_after_a_lapse_fails_open() {
     explore(
         "a lookup after the write whose filter read missed K",
-        |census| census.saw(lookup_racing_a_rejoin(Broken::default())),
+        |census| census.saw(lookup_racing_a_rejoin(Broken::default(), false)),
     );
+}
+
+#[test]
+fn loom_fleet_batch_lookup_after_a_lapse_fails_open() {
+    explore(
+        "a batch after the write whose filter read missed K",
+        |census| census.saw(lookup_racing_a_rejoin(Broken::default(), true)),
+    );
+}
+
+#[test]
+#[should_panic(expected = "while its lease had lapsed")]
+fn loom_fleet_control_batch_no_deadline_check() {
+    loom::model(|| {
+        lookup_racing_a_rejoin(
+            Broken {
+                no_deadline_check: true,
+                ..Broken::default()
+            },
+            true,
+        );
+    });
+}
+
+#[test]
+#[should_panic(expected = "while its lease had lapsed")]
+fn loom_fleet_control_batch_word_not_rechecked() {
+    loom::model(|| {
+        lookup_racing_a_rejoin(
+            Broken {
+                word_not_rechecked: true,
+                ..Broken::default()
+            },
+            true,
+        );
+    });
 }
 
 #[test]
 #[should_panic(expected = "while its lease had lapsed")]
 fn loom_fleet_control_no_deadline_check() {
     loom::model(|| {
-        lookup_racing_a_rejoin(Broken {
-            no_deadline_check: true,
-            ..Broken::default()
-        });
+        lookup_racing_a_rejoin(
+            Broken {
+                no_deadline_check: true,
+                ..Broken::default()
+            },
+            false,
+        );
     });
 }
 
@@ -111,10 +155,13 @@ fn loom_fleet_control_no_deadline_check() {
 #[should_panic(expected = "while its lease had lapsed")]
 fn loom_fleet_control_word_not_rechecked() {
     loom::model(|| {
-        lookup_racing_a_rejoin(Broken {
-            word_not_rechecked: true,
-            ..Broken::default()
-        });
+        lookup_racing_a_rejoin(
+            Broken {
+                word_not_rechecked: true,
+                ..Broken::default()
+            },
+            false,
+        );
     });
 }
 
