@@ -44,6 +44,36 @@ fn settle<St: Store>(guard: &CacheGuard<St>) {
     }
 }
 
+/// `max_tables(3)`: the filter may grow twice (a negative then reads 3 tables); the third
+/// growth step starts a rebuild, which brings back one table.
+#[test]
+fn a_guard_rebuilds_once_negatives_read_more_tables_than_its_policy_allows() {
+    let policy = RebuildPolicy::default()
+        .max_tables(3)
+        .unwrap()
+        .load_threshold(1.0)
+        .unwrap()
+        .max_overflow_share(1.0)
+        .unwrap();
+    let guard = CacheGuard::with_policy(CuckooFilter::with_capacity(100), Mem::new(), policy);
+    guard.warm_up(100, |_| {}).unwrap();
+    let mut k = 0u64;
+    while guard.stats().rebuilds == 0 {
+        let before = guard.stats().filter_growth_steps;
+        assert!(before <= 2, "grew to {before} steps without a rebuild");
+        guard.put(&k, &k).unwrap();
+        settle(&guard);
+        k += 1;
+        assert!(k < 100_000, "no rebuild after {k} creates");
+    }
+    let stats = guard.stats();
+    let report = stats.last_rebuild.unwrap();
+    assert_eq!(report.reason, RebuildReason::Growth);
+    assert_eq!(report.growth_steps_before, 3);
+    assert_eq!(stats.filter_growth_steps, 0);
+    assert!((0..k).all(|key| guard.may_contain(&key)));
+}
+
 #[test]
 fn a_rebuild_needs_a_warm_guard() {
     let guard = manual(100, Mem::new());

@@ -38,7 +38,7 @@ pub struct RebuildPolicy {
     automatic: bool,
     load_threshold: f64,
     stale_share: f64,
-    on_growth: bool,
+    max_tables: usize,
     overflow_share: f64,
     headroom: f64,
     page_size: usize,
@@ -52,7 +52,7 @@ impl Default for RebuildPolicy {
             automatic: true,
             load_threshold: 0.9,
             stale_share: 0.1,
-            on_growth: true,
+            max_tables: 1,
             overflow_share: 0.5,
             headroom: 1.5,
             page_size: 1_000,
@@ -83,6 +83,8 @@ pub enum PolicyError {
     PageSize,
     /// The overflow share is not in (0, 1].
     OverflowShare(f64),
+    /// The table bound is 0.
+    MaxTables,
 }
 
 impl fmt::Display for PolicyError {
@@ -96,6 +98,12 @@ impl fmt::Display for PolicyError {
             PolicyError::PageSize => write!(f, "rebuild page size must be at least 1"),
             PolicyError::OverflowShare(v) => {
                 write!(f, "rebuild overflow share {v} is not in (0, 1]")
+            }
+            PolicyError::MaxTables => {
+                write!(
+                    f,
+                    "a negative lookup must be allowed to read at least 1 table"
+                )
             }
         }
     }
@@ -203,8 +211,53 @@ impl RebuildPolicy {
     /// assert_eq!(policy, RebuildPolicy::default().on_growth(false));
     /// ```
     pub fn on_growth(mut self, rebuild: bool) -> Self {
-        self.on_growth = rebuild;
+        self.max_tables = if rebuild { 1 } else { usize::MAX };
         self
+    }
+
+    /// Rebuild once a negative lookup reads more than `tables` tables: a filter that grew
+    /// (see [`Growth`](crate::Growth)) answers "absent" only after reading every table it
+    /// added, so each growth step makes every blocked request slower (BENCHMARKS.md: a miss
+    /// on 2 tables runs at about half the speed of one right-sized table, on 4 at a quarter).
+    /// The default, 1, rebuilds at the first growth step, as [`on_growth(true)`]; a service
+    /// that would rather rebuild less often bounds the cost with a larger number.
+    ///
+    /// [`on_growth(true)`]: Self::on_growth
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::MaxTables`] for 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::guard::RebuildPolicy;
+    ///
+    /// let policy = RebuildPolicy::default().max_tables(3)?;
+    /// assert_eq!(policy.max_tables_value(), 3);
+    /// assert_eq!(RebuildPolicy::default().on_growth(false).max_tables_value(), usize::MAX);
+    /// assert!(RebuildPolicy::default().max_tables(0).is_err());
+    /// # Ok::<(), cuckoo_guard::guard::PolicyError>(())
+    /// ```
+    pub fn max_tables(mut self, tables: usize) -> Result<Self, PolicyError> {
+        if tables == 0 {
+            return Err(PolicyError::MaxTables);
+        }
+        self.max_tables = tables;
+        Ok(self)
+    }
+
+    /// The most tables a negative lookup may read before a rebuild ([`max_tables`]).
+    ///
+    /// [`max_tables`]: Self::max_tables
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(cuckoo_guard::guard::RebuildPolicy::default().max_tables_value(), 1);
+    /// ```
+    pub fn max_tables_value(&self) -> usize {
+        self.max_tables
     }
 
     /// Rebuild once `share` of the filter's overflow bits are set, in (0, 1] (1: never for this
@@ -299,10 +352,6 @@ impl RebuildPolicy {
         self.stale_share
     }
 
-    pub(crate) fn rebuilds_on_growth(&self) -> bool {
-        self.on_growth
-    }
-
     pub(crate) fn overflow_share_value(&self) -> f64 {
         self.overflow_share
     }
@@ -324,7 +373,8 @@ pub enum RebuildReason {
     Requested,
     /// The load passed the policy's threshold.
     Load,
-    /// The filter added a table.
+    /// The filter added more tables than the policy's bound
+    /// ([`RebuildPolicy::max_tables`]).
     Growth,
     /// Stale copies passed the policy's share.
     StaleCopies,
@@ -337,7 +387,7 @@ impl fmt::Display for RebuildReason {
         f.write_str(match self {
             RebuildReason::Requested => "requested",
             RebuildReason::Load => "the load passed the threshold",
-            RebuildReason::Growth => "the filter grew",
+            RebuildReason::Growth => "the filter grew past the policy's table bound",
             RebuildReason::StaleCopies => "stale copies passed the share",
             RebuildReason::OverflowBits => "overflow bits passed the share",
         })

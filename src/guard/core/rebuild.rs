@@ -255,7 +255,9 @@ impl<H: BuildHasher> GuardCore<H> {
             return None;
         }
         let filter = &filters.current.filter;
-        let reason = if policy.rebuilds_on_growth() && filter.growth_steps() > 0 {
+        // Growth is checked on every write: a negative reads every table.
+        let tables = (filter.growth_steps() as usize).saturating_add(1);
+        let reason = if tables > policy.max_tables_value() {
             RebuildReason::Growth
         } else if writes % CHECK_EVERY != 0 {
             return None;
