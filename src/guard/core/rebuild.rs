@@ -256,7 +256,7 @@ impl<H: BuildHasher> GuardCore<H> {
         }
         let filter = &filters.current.filter;
         // Growth is checked on every write: a negative reads every table.
-        let tables = (filter.growth_steps() as usize).saturating_add(1);
+        let tables = filter.growth_steps().saturating_add(1);
         let reason = if tables > policy.max_tables_value() {
             RebuildReason::Growth
         } else if writes % CHECK_EVERY != 0 {
