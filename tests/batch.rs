@@ -7,122 +7,16 @@
 
 mod common;
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::time::Duration;
 
-use cuckoo_guard::guard::{
-    Admission, AsyncCacheGuard, AsyncStore, CacheGuard, MemoryStore, ScanPage, Store, Written,
-};
+use common::counted::Counted;
+use cuckoo_guard::guard::{Admission, AsyncCacheGuard, AsyncStore, CacheGuard, MemoryStore, Store};
 use cuckoo_guard::stores::{PostgresStore, RedisStore, SqliteStore};
 use cuckoo_guard::CuckooFilter;
 
 /// Rows 0, 2, 4, ... below this.
 const ROWS: i64 = 200;
-
-/// A store that counts its batch calls and the keys they ask for, and may answer a batch
-/// with one value too few (a faulty store).
-struct Counted<S> {
-    inner: S,
-    batches: AtomicU64,
-    keys_asked: AtomicUsize,
-    gets: AtomicU64,
-    short: bool,
-}
-
-impl<S> Counted<S> {
-    fn new(inner: S, short: bool) -> Arc<Self> {
-        Arc::new(Counted {
-            inner,
-            batches: AtomicU64::new(0),
-            keys_asked: AtomicUsize::new(0),
-            gets: AtomicU64::new(0),
-            short,
-        })
-    }
-}
-
-impl<S: Store> Store for Counted<S> {
-    type Key = S::Key;
-    type Value = S::Value;
-    type Cursor = S::Cursor;
-    type Error = S::Error;
-
-    fn get(&self, key: &Self::Key) -> Result<Option<Self::Value>, Self::Error> {
-        self.gets.fetch_add(1, SeqCst);
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[Self::Key]) -> Result<Vec<Option<Self::Value>>, Self::Error> {
-        self.batches.fetch_add(1, SeqCst);
-        self.keys_asked.fetch_add(keys.len(), SeqCst);
-        let mut values = self.inner.get_many(keys)?;
-        if self.short {
-            values.pop();
-        }
-        Ok(values)
-    }
-    fn put(&self, key: &Self::Key, value: &Self::Value) -> Result<Written, Self::Error> {
-        self.inner.put(key, value)
-    }
-    fn delete(&self, key: &Self::Key) -> Result<bool, Self::Error> {
-        self.inner.delete(key)
-    }
-    fn scan_keys(
-        &self,
-        cursor: Option<&Self::Cursor>,
-        limit: usize,
-    ) -> Result<ScanPage<Self::Key, Self::Cursor>, Self::Error> {
-        self.inner.scan_keys(cursor, limit)
-    }
-}
-
-impl<S: AsyncStore> AsyncStore for Counted<S> {
-    type Key = S::Key;
-    type Value = S::Value;
-    type Cursor = S::Cursor;
-    type Error = S::Error;
-
-    fn get(
-        &self,
-        key: &Self::Key,
-    ) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send {
-        self.gets.fetch_add(1, SeqCst);
-        self.inner.get(key)
-    }
-    fn get_many(
-        &self,
-        keys: &[Self::Key],
-    ) -> impl Future<Output = Result<Vec<Option<Self::Value>>, Self::Error>> + Send {
-        self.batches.fetch_add(1, SeqCst);
-        self.keys_asked.fetch_add(keys.len(), SeqCst);
-        let short = self.short;
-        let values = self.inner.get_many(keys);
-        async move {
-            let mut values = values.await?;
-            if short {
-                values.pop();
-            }
-            Ok(values)
-        }
-    }
-    fn put(
-        &self,
-        key: &Self::Key,
-        value: &Self::Value,
-    ) -> impl Future<Output = Result<Written, Self::Error>> + Send {
-        self.inner.put(key, value)
-    }
-    fn delete(&self, key: &Self::Key) -> impl Future<Output = Result<bool, Self::Error>> + Send {
-        self.inner.delete(key)
-    }
-    fn scan_keys(
-        &self,
-        cursor: Option<&Self::Cursor>,
-        limit: usize,
-    ) -> impl Future<Output = Result<ScanPage<Self::Key, Self::Cursor>, Self::Error>> + Send {
-        self.inner.scan_keys(cursor, limit)
-    }
-}
 
 fn value(k: i64) -> String {
     format!("row {k}")
@@ -173,7 +67,7 @@ fn sqlite_get_many_asks_the_store_once_for_the_admitted_keys() {
     for k in (0..ROWS).step_by(2) {
         Store::put(&rows, &k, &value(k)).unwrap();
     }
-    let store = Counted::new(rows, false);
+    let store = Counted::new(rows);
     let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), Arc::clone(&store));
     guard.warm_up(1_000, |_| {}).unwrap();
     let keys = batch();
@@ -183,10 +77,10 @@ fn sqlite_get_many_asks_the_store_once_for_the_admitted_keys() {
         answers,
         &keys,
         &admissions,
-        store.batches.load(SeqCst),
-        store.keys_asked.load(SeqCst),
+        store.batches(),
+        store.keys_asked(),
     );
-    assert_eq!(store.gets.load(SeqCst), 0);
+    assert_eq!(store.gets(), 0);
     // Counted as lookups, as `get` counts them: the admit_many above and the batch's own.
     assert_eq!(guard.stats().lookups, 2 * keys.len() as u64);
     // A create through the guard is found by the next batch.
@@ -200,20 +94,19 @@ fn sqlite_get_many_asks_the_store_once_for_the_admitted_keys() {
 #[test]
 fn a_store_that_answers_for_the_wrong_number_of_keys_is_asked_key_by_key() {
     let rows = MemoryStore::from_rows((0..ROWS).step_by(2).map(|k| (k, value(k))));
-    let store = Counted::new(rows, true);
+    let store = Counted::with(rows, Duration::ZERO, true);
     let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), Arc::clone(&store));
     guard.warm_up(1_000, |_| {}).unwrap();
     let keys = batch();
     assert_eq!(guard.get_many(&keys).unwrap(), expected(&keys));
-    assert!(store.gets.load(SeqCst) > 0);
+    assert!(store.gets() > 0);
 }
 
 #[test]
 fn a_warming_guard_sends_the_whole_batch_and_a_replayed_false_positive_hits_the_memo() {
-    let store = Counted::new(
-        MemoryStore::from_rows((0..ROWS).step_by(2).map(|k| (k, value(k)))),
-        false,
-    );
+    let store = Counted::new(MemoryStore::from_rows(
+        (0..ROWS).step_by(2).map(|k| (k, value(k))),
+    ));
     // 8-bit fingerprints: false positives among a few thousand absent keys.
     let filter = CuckooFilter::builder()
         .capacity(1_000)
@@ -224,24 +117,20 @@ fn a_warming_guard_sends_the_whole_batch_and_a_replayed_false_positive_hits_the_
     let guard = CacheGuard::new(filter, Arc::clone(&store));
     let keys = batch();
     assert_eq!(guard.get_many(&keys).unwrap(), expected(&keys));
-    assert_eq!(
-        store.keys_asked.load(SeqCst),
-        keys.len(),
-        "warming: all asked"
-    );
+    assert_eq!(store.keys_asked(), keys.len(), "warming: all asked");
     guard.warm_up(1_000, |_| {}).unwrap();
     let absent: Vec<i64> = (ROWS..ROWS + 5_000).filter(|k| k % 2 == 1).collect();
-    let first = store.keys_asked.load(SeqCst);
+    let first = store.keys_asked();
     assert!(guard.get_many(&absent).unwrap().iter().all(Option::is_none));
-    let false_positives = store.keys_asked.load(SeqCst) - first;
+    let false_positives = store.keys_asked() - first;
     assert!(
         false_positives > 0,
         "8-bit fingerprints admit some absent keys"
     );
     // The replay: every false positive is now in the memo (5,000 keys, 1,024 slots: most).
-    let before = store.keys_asked.load(SeqCst);
+    let before = store.keys_asked();
     assert!(guard.get_many(&absent).unwrap().iter().all(Option::is_none));
-    assert!(store.keys_asked.load(SeqCst) - before < false_positives);
+    assert!(store.keys_asked() - before < false_positives);
     assert!(guard.stats().memo_hits > 0);
 }
 
@@ -261,7 +150,7 @@ where
     for k in (0..ROWS).step_by(2) {
         store.put(&k, &value(k)).await.unwrap();
     }
-    let store = Counted::new(store, false);
+    let store = Counted::new(store);
     let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), Arc::clone(&store));
     guard.warm_up(1_000, |_| {}).await.unwrap();
     let keys = batch();
@@ -271,10 +160,10 @@ where
         answers,
         &keys,
         &admissions,
-        store.batches.load(SeqCst),
-        store.keys_asked.load(SeqCst),
+        store.batches(),
+        store.keys_asked(),
     );
-    assert_eq!(store.gets.load(SeqCst), 0);
+    assert_eq!(store.gets(), 0);
     guard.put(&(ROWS + 7), &value(ROWS + 7)).await.unwrap();
     assert_eq!(
         guard.get_many(&[ROWS + 7, 1]).await.unwrap(),

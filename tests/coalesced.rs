@@ -10,99 +10,17 @@
 
 mod common;
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use cuckoo_guard::guard::{
-    AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, ScanPage, Store, Written,
-};
+use common::counted::Counted;
+use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, Store};
 use cuckoo_guard::stores::{PostgresStore, SqliteStore};
 use cuckoo_guard::CuckooFilter;
 
 const ROWS: i64 = 100;
 /// The row deleted behind the guard's back: the filter still admits it.
 const GONE: i64 = 42;
-
-/// A store that counts the reads that reach it.
-struct Counted<S> {
-    inner: S,
-    gets: AtomicU64,
-    /// How long each read waits before it goes to the store (the SQLite storm's slow query).
-    delay: Duration,
-}
-
-impl<S> Counted<S> {
-    fn new(inner: S, delay: Duration) -> Arc<Self> {
-        Arc::new(Counted {
-            inner,
-            gets: AtomicU64::new(0),
-            delay,
-        })
-    }
-    fn gets(&self) -> u64 {
-        self.gets.load(SeqCst)
-    }
-}
-
-impl<S: AsyncStore + Send + Sync> AsyncStore for Counted<S> {
-    type Key = S::Key;
-    type Value = S::Value;
-    type Cursor = S::Cursor;
-    type Error = S::Error;
-
-    fn get(
-        &self,
-        key: &Self::Key,
-    ) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send {
-        self.gets.fetch_add(1, SeqCst);
-        self.inner.get(key)
-    }
-    fn put(
-        &self,
-        key: &Self::Key,
-        value: &Self::Value,
-    ) -> impl Future<Output = Result<Written, Self::Error>> + Send {
-        self.inner.put(key, value)
-    }
-    fn delete(&self, key: &Self::Key) -> impl Future<Output = Result<bool, Self::Error>> + Send {
-        self.inner.delete(key)
-    }
-    fn scan_keys(
-        &self,
-        cursor: Option<&Self::Cursor>,
-        limit: usize,
-    ) -> impl Future<Output = Result<ScanPage<Self::Key, Self::Cursor>, Self::Error>> + Send {
-        self.inner.scan_keys(cursor, limit)
-    }
-}
-
-impl<S: Store> Store for Counted<S> {
-    type Key = S::Key;
-    type Value = S::Value;
-    type Cursor = S::Cursor;
-    type Error = S::Error;
-
-    fn get(&self, key: &Self::Key) -> Result<Option<Self::Value>, Self::Error> {
-        self.gets.fetch_add(1, SeqCst);
-        std::thread::sleep(self.delay);
-        self.inner.get(key)
-    }
-    fn put(&self, key: &Self::Key, value: &Self::Value) -> Result<Written, Self::Error> {
-        self.inner.put(key, value)
-    }
-    fn delete(&self, key: &Self::Key) -> Result<bool, Self::Error> {
-        self.inner.delete(key)
-    }
-    fn scan_keys(
-        &self,
-        cursor: Option<&Self::Cursor>,
-        limit: usize,
-    ) -> Result<ScanPage<Self::Key, Self::Cursor>, Self::Error> {
-        self.inner.scan_keys(cursor, limit)
-    }
-}
 
 fn filter() -> CuckooFilter {
     CuckooFilter::with_capacity(1_000)
@@ -158,7 +76,7 @@ async fn postgres_guard(
     for k in 0..ROWS {
         store.put(&k, &format!("row {k}")).await.unwrap();
     }
-    let store = Counted::new(store, Duration::ZERO);
+    let store = Counted::new(store);
     let guard = AsyncCacheGuard::new(filter(), Arc::clone(&store))
         .with_memo(memo)
         .unwrap();
@@ -334,7 +252,7 @@ fn sqlite_a_storm_of_one_absent_admitted_key_makes_one_store_query() {
     for k in 0..ROWS {
         Store::put(&rows, &k, &format!("row {k}")).unwrap();
     }
-    let store = Counted::new(rows, Duration::from_millis(300));
+    let store = Counted::with(rows, Duration::from_millis(300), false);
     let guard = CacheGuard::new(filter(), Arc::clone(&store));
     guard.warm_up(1_000, |_| {}).unwrap();
     Store::delete(&store.inner, &GONE).unwrap();

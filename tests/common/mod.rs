@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, Store, Written};
 
+pub(crate) mod counted;
 pub(crate) mod servers;
 
 /// Stops a test's workers and bounds its run time, so a worker that finds a false negative
