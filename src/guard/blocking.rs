@@ -232,6 +232,23 @@ where
         self.run(move |store| store.get(&key))
     }
 
+    /// The store's [`Store::get_many`], in one blocking call; an empty batch makes none.
+    fn get_many(
+        &self,
+        keys: &[S::Key],
+    ) -> impl Future<Output = Result<Vec<Option<S::Value>>, Self::Error>> + Send {
+        let call = (!keys.is_empty()).then(|| {
+            let keys = keys.to_vec();
+            self.run(move |store| store.get_many(&keys))
+        });
+        async move {
+            match call {
+                Some(call) => call.await,
+                None => Ok(Vec::new()),
+            }
+        }
+    }
+
     fn put(
         &self,
         key: &S::Key,
@@ -440,6 +457,74 @@ mod tests {
                 AsyncCacheGuard::restore(&path, store, || CuckooFilter::with_capacity(4_000)).await;
             assert!(!restart.is_trusted(), "{restart}");
         });
+    }
+
+    /// A store that counts its `get` and `get_many` calls.
+    struct Counting {
+        inner: Mem,
+        gets: crate::sync::AtomicUsize,
+        batches: crate::sync::AtomicUsize,
+    }
+
+    impl Store for Counting {
+        type Key = u64;
+        type Value = u64;
+        type Cursor = u64;
+        type Error = Infallible;
+
+        fn get(&self, key: &u64) -> Result<Option<u64>, Infallible> {
+            self.gets.fetch_add(1, crate::sync::Ordering::SeqCst);
+            Store::get(&self.inner, key)
+        }
+        fn get_many(&self, keys: &[u64]) -> Result<Vec<Option<u64>>, Infallible> {
+            self.batches.fetch_add(1, crate::sync::Ordering::SeqCst);
+            Store::get_many(&self.inner, keys)
+        }
+        fn put(&self, key: &u64, value: &u64) -> Result<Written, Infallible> {
+            Store::put(&self.inner, key, value)
+        }
+        fn delete(&self, key: &u64) -> Result<bool, Infallible> {
+            Store::delete(&self.inner, key)
+        }
+        fn scan_keys(
+            &self,
+            cursor: Option<&u64>,
+            limit: usize,
+        ) -> Result<ScanPage<u64, u64>, Infallible> {
+            Store::scan_keys(&self.inner, cursor, limit)
+        }
+    }
+
+    /// A batch is one call of the store's `get_many`, answered in the keys' order; an empty
+    /// batch calls nothing, and needs no runtime.
+    #[test]
+    fn get_many_is_one_call_of_the_stores() {
+        let store = Blocking::new(Counting {
+            inner: Mem::new(),
+            gets: crate::sync::AtomicUsize::new(0),
+            batches: crate::sync::AtomicUsize::new(0),
+        });
+        for k in [1, 3] {
+            Store::put(&store.get_ref().inner, &k, &(k * 10)).unwrap();
+        }
+        let values = runtime().block_on(store.get_many(&[3, 2, 1, 3])).unwrap();
+        assert_eq!(values, [Some(30), None, Some(10), Some(30)]);
+        let counts = |s: &Counting| {
+            (
+                s.gets.load(crate::sync::Ordering::SeqCst),
+                s.batches.load(crate::sync::Ordering::SeqCst),
+            )
+        };
+        assert_eq!(counts(store.get_ref()), (0, 1));
+
+        let waker = std::task::Waker::from(Arc::new(Noop));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut empty = std::pin::pin!(store.get_many(&[]));
+        match empty.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(values) => assert!(values.unwrap().is_empty()),
+            std::task::Poll::Pending => panic!("an empty batch waits for nothing"),
+        }
+        assert_eq!(counts(store.get_ref()), (0, 1));
     }
 
     /// A store whose calls panic.

@@ -161,6 +161,15 @@ impl<K: Ord + Hash + Clone + Send, V: Clone> Store for MemoryStore<K, V> {
         Ok(self.read().map.get(key).cloned())
     }
 
+    /// Every key looked up under one read lock.
+    fn get_many(&self, keys: &[K]) -> Result<Vec<Option<V>>, Infallible> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.read();
+        Ok(keys.iter().map(|key| rows.map.get(key).cloned()).collect())
+    }
+
     fn put(&self, key: &K, value: &V) -> Result<Written, Infallible> {
         let mut rows = self.write();
         rows.seal = None;
@@ -231,6 +240,11 @@ where
         Store::get(self, key)
     }
 
+    /// As [`Store::get_many`] for this store: one read lock.
+    async fn get_many(&self, keys: &[K]) -> Result<Vec<Option<V>>, Infallible> {
+        Store::get_many(self, keys)
+    }
+
     async fn put(&self, key: &K, value: &V) -> Result<Written, Infallible> {
         Store::put(self, key, value)
     }
@@ -267,5 +281,30 @@ where
     /// As [`Store::sample_keys`] for this store.
     async fn sample_keys(&self, n: usize) -> Result<Vec<K>, Infallible> {
         Ok(self.sample(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use super::*;
+
+    /// Both traits' `get_many`: the keys' order, `None` for a missing key, a repeated key
+    /// answered each time, nothing for nothing.
+    #[test]
+    fn get_many_answers_in_the_keys_order() {
+        let store = MemoryStore::from_rows([(1u8, 'a'), (3, 'c')]);
+        let keys = [3, 2, 1, 3, 9];
+        let expected = [Some('c'), None, Some('a'), Some('c'), None];
+        assert_eq!(Store::get_many(&store, &keys).unwrap(), expected);
+        assert!(Store::get_many(&store, &[]).unwrap().is_empty());
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut batch = std::pin::pin!(AsyncStore::get_many(&store, &keys));
+        match batch.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(values) => assert_eq!(values.unwrap(), expected),
+            std::task::Poll::Pending => panic!("a memory store answers at once"),
+        }
     }
 }

@@ -156,6 +156,8 @@ fn query(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> Postg
 #[derive(Debug, Default)]
 struct Sql {
     get: String,
+    /// The rows of an array of keys, each with its key's position (1-based).
+    get_many: String,
     put: String,
     delete: String,
     scan_first: String,
@@ -522,6 +524,12 @@ where
                 clear_seal(&seals, 3)
             ),
             get: format!("SELECT {v} FROM {t} WHERE {k} = $1"),
+            // The empty array of the key column's type gives `$1` that type, as `= $1` does
+            // in `get`; the join matches each key by the same `=`.
+            get_many: format!(
+                "SELECT w.i, r.{v} FROM unnest(COALESCE($1, ARRAY(SELECT {k} FROM {t} WHERE false))) \
+                 WITH ORDINALITY AS w(k, i) JOIN {t} AS r ON r.{k} = w.k"
+            ),
             delete: format!("{}DELETE FROM {t} WHERE {k} = $1", clear_seal(&seals, 2)),
             scan_first: format!("SELECT {k} FROM {t} ORDER BY {k} LIMIT $1"),
             scan_after: format!("SELECT {k} FROM {t} WHERE {k} > $1 ORDER BY {k} LIMIT $2"),
@@ -937,6 +945,36 @@ where
         row.map(|row| row.try_get(0))
             .transpose()
             .map_err(query("get"))
+    }
+
+    /// One statement for the batch: the keys as one array parameter, unnested with their
+    /// positions and joined to the table on the key column.
+    async fn get_many(&self, keys: &[K]) -> Result<Vec<Option<V>>, PostgresStoreError> {
+        let mut values: Vec<Option<V>> = std::iter::repeat_with(|| None).take(keys.len()).collect();
+        if keys.is_empty() {
+            return Ok(values);
+        }
+        let rows = self
+            .bounded(
+                "get_many",
+                self.read(
+                    "get_many",
+                    &self.sql.get_many,
+                    |client, statement| async move { client.query(&statement, &[&keys]).await },
+                ),
+            )
+            .await?;
+        for row in rows {
+            let position: i64 = row.try_get(0).map_err(query("get_many"))?;
+            if let Some(slot) = usize::try_from(position)
+                .ok()
+                .and_then(|p| p.checked_sub(1))
+                .and_then(|p| values.get_mut(p))
+            {
+                *slot = Some(row.try_get(1).map_err(query("get_many"))?);
+            }
+        }
+        Ok(values)
     }
 
     async fn put(&self, key: &K, value: &V) -> Result<Written, PostgresStoreError> {

@@ -531,6 +531,23 @@ where
         .await
     }
 
+    /// One `HMGET` of the rows hash for the batch.
+    async fn get_many(&self, keys: &[K]) -> Result<Vec<Option<V>>, RedisStoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut get = redis::cmd("HMGET");
+        get.arg(&self.rows);
+        for key in keys {
+            get.arg(arg(key));
+        }
+        self.read("get_many", |mut connection| {
+            let get = &get;
+            async move { get.query_async(&mut connection).await }
+        })
+        .await
+    }
+
     async fn put(&self, key: &K, value: &V) -> Result<Written, RedisStoreError> {
         let created: i64 = self
             .put

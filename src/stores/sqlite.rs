@@ -127,6 +127,8 @@ struct Queries {
     /// The seal's key: the table's name as stored in the schema.
     table: String,
     get: String,
+    /// [`get_many`](Store::get_many)'s statement for `GET_MANY_CHUNKS[i]` keys, at `i`.
+    get_many: Vec<String>,
     insert: String,
     update: String,
     delete: String,
@@ -161,6 +163,10 @@ impl Queries {
             sample,
             table: canonical,
             get: format!("SELECT {v} FROM {t} WHERE {k} = ?1"),
+            get_many: GET_MANY_CHUNKS
+                .iter()
+                .map(|&n| get_many_sql(&t, &k, &v, n))
+                .collect(),
             // Only a conflict on the key is absorbed; NOT NULL or CHECK failures still fail.
             insert: format!(
                 "INSERT INTO {t} ({k}, {v}) VALUES (?1, ?2) ON CONFLICT ({k}) DO NOTHING"
@@ -171,6 +177,27 @@ impl Queries {
             scan_after: format!("SELECT {k} FROM {t} WHERE {k} > ?1 ORDER BY {k} LIMIT ?2"),
         }
     }
+}
+
+/// The key counts [`get_many`](Store::get_many) has a statement for: powers of two, a
+/// shorter chunk padded to the next one, so a few statements serve every batch. The largest
+/// binds far fewer parameters than SQLite's limit (32,766).
+const GET_MANY_CHUNKS: [usize; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+
+/// Statements a connection keeps prepared: the store's own (eleven, and one per entry of
+/// `GET_MANY_CHUNKS`) with room to spare.
+const STATEMENT_CACHE: usize = 32;
+
+/// The values of `n` keys `?1`..`?n`, each with its position (0-based), for the keys that
+/// exist: the table joined to the list of keys, so each key is matched by the same `=`
+/// (the key column's affinity and collation) as in `get`, and a repeated key is answered
+/// at each of its positions.
+fn get_many_sql(t: &str, k: &str, v: &str, n: usize) -> String {
+    let keys: Vec<String> = (0..n).map(|i| format!("({i}, ?{})", i + 1)).collect();
+    format!(
+        "SELECT w.column1, r.{v} FROM (VALUES {}) AS w JOIN {t} AS r ON r.{k} = w.column2",
+        keys.join(", ")
+    )
 }
 
 /// Configures and opens a [`SqliteStore`].
@@ -250,6 +277,7 @@ where
             | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(&self.path, flags).map_err(open)?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(open)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
@@ -550,6 +578,52 @@ where
         stmt.query_row([key as &dyn ToSql], |row| row.get(0))
             .optional()
             .map_err(statement("get"))
+    }
+
+    /// The keys as a `VALUES` list of (position, key) joined to the table on the key column,
+    /// 512 keys a statement; a batch's statements run on one connection in one read
+    /// transaction (one snapshot of the table).
+    fn get_many(&self, keys: &[K]) -> Result<Vec<Option<V>>, SqliteStoreError> {
+        let mut values: Vec<Option<V>> = std::iter::repeat_with(|| None).take(keys.len()).collect();
+        let Some(last) = keys.last() else {
+            return Ok(values);
+        };
+        let largest = GET_MANY_CHUNKS[GET_MANY_CHUNKS.len() - 1];
+        let conn = self.connection();
+        // Dropping the transaction ends it (a rollback: it wrote nothing).
+        let _read = if keys.len() > largest {
+            Some(
+                conn.unchecked_transaction()
+                    .map_err(statement("get_many (begin)"))?,
+            )
+        } else {
+            None
+        };
+        for (chunk, start) in keys.chunks(largest).zip((0..).step_by(largest)) {
+            let size = GET_MANY_CHUNKS.partition_point(|&n| n < chunk.len());
+            let padded = GET_MANY_CHUNKS[size];
+            let params = chunk
+                .iter()
+                .chain(std::iter::repeat(last).take(padded - chunk.len()));
+            let mut stmt = conn
+                .prepare_cached(&self.queries.get_many[size])
+                .map_err(statement("get_many"))?;
+            let mut rows = stmt
+                .query(rusqlite::params_from_iter(params))
+                .map_err(statement("get_many"))?;
+            while let Some(row) = rows.next().map_err(statement("get_many"))? {
+                let position: i64 = row.get(0).map_err(statement("get_many"))?;
+                // A padding key's row lies past the chunk.
+                if let Some(slot) = usize::try_from(position)
+                    .ok()
+                    .filter(|&p| p < chunk.len())
+                    .and_then(|p| values.get_mut(start + p))
+                {
+                    *slot = Some(row.get(1).map_err(statement("get_many"))?);
+                }
+            }
+        }
+        Ok(values)
     }
 
     fn put(&self, key: &K, value: &V) -> Result<Written, SqliteStoreError> {

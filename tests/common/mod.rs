@@ -221,6 +221,10 @@ where
         !store.delete(&key(1)).await.unwrap(),
         "deleting a missing key reports false"
     );
+    assert_eq!(
+        store.get_many(&[key(1), key(2), key(1)]).await.unwrap(),
+        [None, None, None]
+    );
 
     // Create, then update, reported as such; get sees the latest value.
     assert_eq!(
@@ -272,6 +276,16 @@ where
     assert_eq!(page.keys.len(), 10);
     assert!(page.next.is_some());
 
+    // Batch reads: the keys' order, `None` for a missing key, a repeated key answered each
+    // time, as per-key `get`s answer; a batch over several SQLite statements (512 keys each).
+    get_many_matches_get(&*store, &[], &key, &value, n).await;
+    let mixed: Vec<u64> = vec![7, 5_000_001, 3, 7, 5_000_001, 0, n - 1, n];
+    get_many_matches_get(&*store, &mixed, &key, &value, n).await;
+    // 1,300 keys, a quarter missing, in no order, then 200 repeats of keys from the start.
+    let mut large: Vec<u64> = (0..1_300u64).map(|i| (i * 7_919) % 1_650).collect();
+    large.extend_from_within(..200);
+    get_many_matches_get(&*store, &large, &key, &value, n).await;
+
     // Concurrent creates of one new key: exactly one reports `Created`.
     for round in 0..20u64 {
         let k = key(1_000_000 + round);
@@ -291,6 +305,31 @@ where
             created, 1,
             "concurrent creates of one key: {created} reported Created"
         );
+    }
+}
+
+/// Checks `get_many` of `keys` (numbers for `key`) on a store holding `value(k)` for each
+/// `k < rows`, against the expected values and per-key `get`s.
+async fn get_many_matches_get<S>(
+    store: &S,
+    keys: &[u64],
+    key: &impl Fn(u64) -> S::Key,
+    value: &impl Fn(u64) -> S::Value,
+    rows: u64,
+) where
+    S: AsyncStore,
+    S::Value: PartialEq + Debug,
+    S::Error: Debug,
+{
+    let keys_of_store: Vec<S::Key> = keys.iter().map(|&k| key(k)).collect();
+    let batch = store.get_many(&keys_of_store).await.unwrap();
+    let expected: Vec<Option<S::Value>> =
+        keys.iter().map(|&k| (k < rows).then(|| value(k))).collect();
+    assert_eq!(batch.len(), keys.len(), "get_many: one answer per key");
+    for (i, (&k, got)) in keys.iter().zip(&batch).enumerate() {
+        assert_eq!(got, &expected[i], "get_many: key {k} at position {i}");
+        let single = store.get(&keys_of_store[i]).await.unwrap();
+        assert_eq!(got, &single, "get_many and get differ on key {k}");
     }
 }
 
@@ -373,6 +412,10 @@ where
     S::Value: Debug,
 {
     assert!(store.get(&key).await.is_err(), "get swallowed an error");
+    assert!(
+        store.get_many(std::slice::from_ref(&key)).await.is_err(),
+        "get_many swallowed an error"
+    );
     assert!(
         store.put(&key, &value).await.is_err(),
         "put swallowed an error"
