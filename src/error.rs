@@ -55,6 +55,14 @@ pub enum InsertError {
         /// Bytes asked of the allocator.
         bytes: usize,
     },
+    /// The filter was full, and the table it would add would take its memory past the ceiling
+    /// set with [`Builder::max_memory`](crate::Builder::max_memory).
+    MemoryLimit {
+        /// The ceiling, in bytes.
+        limit: usize,
+        /// What the filter would use with the added table, in bytes.
+        needed: usize,
+    },
 }
 
 impl fmt::Display for InsertError {
@@ -69,6 +77,11 @@ impl fmt::Display for InsertError {
             InsertError::GrowthAllocationFailed { bytes } => write!(
                 f,
                 "cuckoo filter is full and could not allocate {bytes} bytes for another table"
+            ),
+            InsertError::MemoryLimit { limit, needed } => write!(
+                f,
+                "cuckoo filter is full, and another table would take it to {needed} bytes, past \
+                 its memory ceiling of {limit} bytes"
             ),
             InsertError::Contended => write!(
                 f,
@@ -156,6 +169,14 @@ pub enum BuildError {
         /// The step limit asked for.
         max_steps: usize,
     },
+    /// The first table alone would take more memory than the ceiling set with
+    /// [`Builder::max_memory`](crate::Builder::max_memory).
+    MemoryLimit {
+        /// The ceiling, in bytes.
+        limit: usize,
+        /// What the first table takes, in bytes.
+        needed: usize,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -209,6 +230,11 @@ impl fmt::Display for BuildError {
                 f,
                 "growth by {factor}x up to {max_steps} times is invalid: the factor must be \
                  1, 2, 4, 8 or 16, the step limit between 1 and 32, and factor^steps at most 2^16"
+            ),
+            BuildError::MemoryLimit { limit, needed } => write!(
+                f,
+                "the filter's first table takes {needed} bytes, past its memory ceiling of \
+                 {limit} bytes: ask for a smaller capacity or a higher ceiling"
             ),
         }
     }

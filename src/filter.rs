@@ -184,6 +184,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
             GrowingInsertFailure::Full(GrowFailure::Allocation { bytes }) => {
                 InsertError::GrowthAllocationFailed { bytes }
             }
+            GrowingInsertFailure::Full(GrowFailure::MemoryLimit { limit, needed }) => {
+                InsertError::MemoryLimit { limit, needed }
+            }
             GrowingInsertFailure::Contended => InsertError::Contended,
         })
     }
@@ -332,6 +335,7 @@ impl<S: BuildHasher + Clone> CuckooFilter<S> {
             .max_path_len(self.max_path_len())
             .displacement(self.displacement())
             .growth(self.growth());
+        builder.max_memory = self.max_memory();
         builder.hash_keys = hash_keys;
         builder.build()
     }
@@ -573,6 +577,22 @@ impl<S> CuckooFilter<S> {
                 max_steps,
             },
         }
+    }
+
+    /// The memory ceiling set with [`Builder::max_memory`], if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// assert_eq!(CuckooFilter::with_capacity(10).max_memory(), None);
+    /// let capped = CuckooFilter::builder().capacity(10).max_memory(1 << 20).build()?;
+    /// assert_eq!(capped.max_memory(), Some(1 << 20));
+    /// # Ok::<(), cuckoo_guard::BuildError>(())
+    /// ```
+    pub fn max_memory(&self) -> Option<usize> {
+        Some(self.tables.max_bytes()).filter(|&bytes| bytes != usize::MAX)
     }
 
     /// The longest cuckoo path (in buckets) an insert searches.
@@ -850,6 +870,7 @@ pub struct Builder<S = RandomState> {
     max_path_len: usize,
     displacement: Displacement,
     growth: Growth,
+    max_memory: Option<usize>,
     hash_builder: S,
     hash_keys: Option<[u64; 4]>,
 }
@@ -865,6 +886,7 @@ impl<S> fmt::Debug for Builder<S> {
             .field("max_path_len", &self.max_path_len)
             .field("displacement", &self.displacement)
             .field("growth", &self.growth)
+            .field("max_memory", &self.max_memory)
             .field("hasher", &format_args!("<redacted>"))
             .finish()
     }
@@ -881,6 +903,7 @@ impl Builder<RandomState> {
             max_path_len: DEFAULT_MAX_PATH_LEN,
             displacement: Displacement::BreadthFirst,
             growth: Growth::DEFAULT,
+            max_memory: None,
             hash_builder: RandomState::with_seeds(k0, k1, k2, k3),
             hash_keys: Some([k0, k1, k2, k3]),
         }
@@ -934,6 +957,28 @@ impl<S> Builder<S> {
         self
     }
 
+    /// The most memory the filter may take, in bytes, as [`CuckooFilter::memory_usage`]
+    /// counts it: growth adds no table that would pass it, and an insert that finds no room
+    /// then fails with [`InsertError::MemoryLimit`]. Without it, a filter that keeps taking
+    /// keys grows until [`Growth`]'s step limit (about `2^17` times its first table). Not kept
+    /// in snapshots: a filter read from one has no ceiling until it is built again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::{CuckooFilter, InsertError};
+    ///
+    /// let filter = CuckooFilter::builder().capacity(1_000).max_memory(64 * 1024).build()?;
+    /// let refused = (0..1_000_000u32).find_map(|k| filter.insert(&k).err());
+    /// assert!(matches!(refused, Some(InsertError::MemoryLimit { limit: 65_536, .. })));
+    /// assert!(filter.memory_usage() <= 64 * 1024);
+    /// # Ok::<(), cuckoo_guard::BuildError>(())
+    /// ```
+    pub fn max_memory(mut self, bytes: usize) -> Self {
+        self.max_memory = Some(bytes);
+        self
+    }
+
     /// Hash keys with ahash keyed by `seed` instead of a random key. Filters with the same
     /// seed hash alike (within one build of the program), which tests and snapshots need; a
     /// secret random key (the default) keeps an attacker from choosing colliding keys.
@@ -971,6 +1016,7 @@ impl<S> Builder<S> {
             max_path_len: self.max_path_len,
             displacement: self.displacement,
             growth: self.growth,
+            max_memory: self.max_memory,
             hash_builder,
             hash_keys: None,
         }
@@ -1030,11 +1076,19 @@ impl<S> Builder<S> {
         };
         let table =
             Table::new(width, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
+        let mut tables = Tables::new(table, factor, max_steps);
+        if let Some(limit) = self.max_memory {
+            let needed = tables.heap_bytes();
+            if needed > limit {
+                return Err(BuildError::MemoryLimit { limit, needed });
+            }
+            tables = tables.with_max_bytes(limit);
+        }
         Ok(CuckooFilter {
             hash_builder: self.hash_builder,
             hash_keys: self.hash_keys,
             built_for: capacity,
-            tables: Tables::new(table, factor, max_steps),
+            tables,
         })
     }
 }

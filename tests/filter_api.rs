@@ -448,3 +448,52 @@ fn random_walk_inserts_fill_the_filter_and_lose_nothing() {
         Displacement::BreadthFirst
     );
 }
+
+#[test]
+fn a_memory_ceiling_bounds_growth_and_refuses_with_its_own_error() {
+    let limit = 256 * 1024;
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .max_memory(limit)
+        .seed(2)
+        .build()
+        .unwrap();
+    assert_eq!(filter.max_memory(), Some(limit));
+    let mut inserted = Vec::new();
+    let refused = loop {
+        let k = inserted.len() as u64;
+        match filter.insert(&k) {
+            Ok(()) => inserted.push(k),
+            Err(e) => break e,
+        }
+        assert!(k < 10_000_000, "never refused");
+    };
+    match refused {
+        InsertError::MemoryLimit { limit: l, needed } => {
+            assert_eq!(l, limit);
+            assert!(needed > limit, "{needed}");
+        }
+        other => panic!("refused with {other:?}"),
+    }
+    assert!(filter.stats().growth_steps > 0, "it grew up to the ceiling");
+    assert!(filter.memory_usage() <= limit, "{}", filter.memory_usage());
+    // Nothing inserted was lost on the way.
+    assert!(inserted.iter().all(|k| filter.contains(k)));
+    assert!(refused.to_string().contains("memory ceiling"));
+}
+
+#[test]
+fn a_first_table_over_the_ceiling_is_a_build_error() {
+    let error = CuckooFilter::builder()
+        .capacity(1_000_000)
+        .max_memory(1024)
+        .build()
+        .unwrap_err();
+    match error {
+        BuildError::MemoryLimit { limit, needed } => {
+            assert_eq!(limit, 1024);
+            assert!(needed > 2_000_000, "{needed}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -90,6 +90,8 @@ pub(crate) enum GrowFailure {
     Limit,
     /// The new table's buckets could not be allocated.
     Allocation { bytes: usize },
+    /// The new table would take the tables past `limit` bytes (`needed` with it).
+    MemoryLimit { limit: usize, needed: usize },
 }
 
 /// Why an insert stored nothing, with growth.
@@ -115,6 +117,8 @@ pub(crate) struct Tables {
     /// Inserts that found a table full and went on to a newer one: counted as failures by
     /// that table's counters, but not failures of the filter.
     full_then_grown: AtomicU64,
+    /// The most bytes growth may take the tables to ([`heap_bytes`](Self::heap_bytes)).
+    max_bytes: usize,
     /// Unique inserts whose put was refused because a table was added after they loaded
     /// `grown` \[growth.G5\] (for the loom census).
     #[cfg(all(test, cuckoo_loom))]
@@ -137,6 +141,7 @@ impl Tables {
             step_shift,
             grow_lock: Mutex::new(()),
             full_then_grown: AtomicU64::new(0),
+            max_bytes: usize::MAX,
             #[cfg(all(test, cuckoo_loom))]
             outgrown: AtomicU64::new(0),
             #[cfg(all(test, cuckoo_loom))]
@@ -416,6 +421,13 @@ impl Tables {
             return Ok(());
         }
         let shift = self.shift_of(grown + 1).ok_or(GrowFailure::Limit)?;
+        let needed = self.heap_bytes().saturating_add(self.table_bytes(shift));
+        if needed > self.max_bytes {
+            return Err(GrowFailure::MemoryLimit {
+                limit: self.max_bytes,
+                needed,
+            });
+        }
         let table = self.new_table(shift)?;
         // The slot is empty: only a holder of the growth lock fills it, and one that did
         // also counted it, so `grown != seen` above would have returned.
@@ -424,6 +436,37 @@ impl Tables {
         // words to every Acquire load of `grown`.
         self.grown.store(grown + 1, Ordering::Release);
         Ok(())
+    }
+
+    /// These tables with growth bounded to `bytes` in all.
+    pub(crate) fn with_max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// The bound of [`with_max_bytes`](Self::with_max_bytes) (`usize::MAX`: none).
+    pub(crate) fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// What a table of `2^shift` sub-buckets per base bucket takes, as its
+    /// [`heap_bytes`](Table::heap_bytes) will count it: its buckets, a stripe word per bucket
+    /// up to [`MAX_STRIPES`](super::MAX_STRIPES), and counters of the base's size.
+    fn table_bytes(&self, shift: u32) -> usize {
+        let word = self.base.width().word_bytes();
+        let stripes = |buckets: usize| {
+            buckets.next_power_of_two().min(super::MAX_STRIPES) * std::mem::size_of::<AtomicU64>()
+        };
+        let base = self.base.num_buckets();
+        let counters = self
+            .base
+            .heap_bytes()
+            .saturating_sub(base.saturating_mul(word) + stripes(base));
+        let buckets = base << shift;
+        buckets
+            .saturating_mul(word)
+            .saturating_add(stripes(buckets))
+            .saturating_add(counters)
     }
 
     fn new_table(&self, shift: u32) -> Result<Table, GrowFailure> {

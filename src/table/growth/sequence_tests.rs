@@ -148,3 +148,26 @@ fn each_eight_copies_of_one_key_add_a_table() {
         t.base().capacity()
     );
 }
+
+/// The memory ceiling's estimate of a table to add is what the table then takes, for bases
+/// below and above the stripe cap, every factor and width.
+#[test]
+fn a_grown_table_takes_what_the_ceiling_estimated() {
+    for width in [Width::Fp8, Width::Fp12, Width::Fp15, Width::Fp16] {
+        for base in [1usize, 3, 100, 5_000] {
+            for step_shift in 0..3 {
+                let t = Tables::new(Table::new(width, base, 5, 0).unwrap(), step_shift, 3);
+                for step in 1..=3usize {
+                    let before = t.heap_bytes();
+                    let estimate = t.table_bytes(step_shift * step as u32);
+                    t.grow(step - 1).unwrap();
+                    assert_eq!(
+                        t.heap_bytes() - before,
+                        estimate,
+                        "{width:?} base {base} shift {step_shift} step {step}"
+                    );
+                }
+            }
+        }
+    }
+}
