@@ -89,6 +89,50 @@ fn conformance_with_text_keys_and_bytea_values() {
     });
 }
 
+/// A key column whose type is a domain over `bigint`, and one with a case-blind collation:
+/// `get_many` answers as `get` does (the domain types `get`'s `$1` as `bigint`, and the
+/// batch's array as `bigint[]`).
+#[test]
+fn get_many_answers_as_get_on_a_domain_key_column() {
+    let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let table = common::unique_name("cg_domain");
+        let domain = format!("{table}_id");
+        let admin = client(&url).await;
+        admin
+            .batch_execute(&format!(
+                "CREATE DOMAIN {domain} AS bigint CHECK (VALUE >= 0); \
+                 CREATE TABLE {table} (key {domain} PRIMARY KEY, value text NOT NULL); \
+                 INSERT INTO {table} VALUES (1, 'one'), (3, 'three')"
+            ))
+            .await
+            .unwrap();
+        let store = store(&url, &table).await;
+        let keys = [3, 2, 1, 3];
+        let mut one_by_one = Vec::new();
+        for key in &keys {
+            one_by_one.push(store.get(key).await.unwrap());
+        }
+        assert_eq!(
+            one_by_one,
+            [
+                Some("three".into()),
+                None,
+                Some("one".into()),
+                Some("three".into())
+            ]
+        );
+        assert_eq!(store.get_many(&keys).await.unwrap(), one_by_one);
+        drop_table(&url, &table).await;
+        admin
+            .batch_execute(&format!("DROP DOMAIN {domain}"))
+            .await
+            .unwrap();
+    });
+}
+
 #[test]
 fn sampling() {
     let Some(url) = common::servers::server_url(&common::servers::POSTGRES) else {

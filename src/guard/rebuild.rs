@@ -220,7 +220,8 @@ impl RebuildPolicy {
     /// added, so each growth step makes every blocked request slower (BENCHMARKS.md: a miss
     /// on 2 tables runs at about half the speed of one right-sized table, on 4 at a quarter).
     /// The default, 1, rebuilds at the first growth step, as [`on_growth(true)`]; a service
-    /// that would rather rebuild less often bounds the cost with a larger number.
+    /// that would rather rebuild less often bounds the cost with a larger number. A bound
+    /// above the tables the filter's [`Growth`](crate::Growth) allows never triggers.
     ///
     /// [`on_growth(true)`]: Self::on_growth
     ///

@@ -80,7 +80,9 @@ pub trait Store {
 
     /// The values of `keys`, in their order (`None` for a key that does not exist): one
     /// round trip for a batch, where the store has a query for it (the guard's
-    /// [`get_many`](super::CacheGuard::get_many)). Every value read must reflect the store
+    /// [`get_many`](super::CacheGuard::get_many)). The `i`-th value must be `keys[i]`'s: a
+    /// query whose rows come back in the database's order must put them back in place (the
+    /// guard checks only the count, and asks key by key if it is wrong). Every value read must reflect the store
     /// as of some moment after the call began, as [`get`](Self::get)'s does. The default
     /// calls `get` for each key.
     ///

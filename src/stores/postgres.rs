@@ -158,6 +158,9 @@ struct Sql {
     get: String,
     /// The rows of an array of keys, each with its key's position (1-based).
     get_many: String,
+    /// A statement whose `$1` the server types as an array of what `get`'s `$1` is: the type
+    /// `get_many` is prepared with.
+    get_many_type: String,
     put: String,
     delete: String,
     scan_first: String,
@@ -524,12 +527,14 @@ where
                 clear_seal(&seals, 3)
             ),
             get: format!("SELECT {v} FROM {t} WHERE {k} = $1"),
-            // The empty array of the key column's type gives `$1` that type, as `= $1` does
-            // in `get`; the join matches each key by the same `=`.
+            // `$1` is prepared with the type `= ANY($1)` gives it (for a domain over a type,
+            // an array of that type, as `= $1` in `get` takes the type itself); the join
+            // matches each key by the same `=` as `get`.
             get_many: format!(
-                "SELECT w.i, r.{v} FROM unnest(COALESCE($1, ARRAY(SELECT {k} FROM {t} WHERE false))) \
-                 WITH ORDINALITY AS w(k, i) JOIN {t} AS r ON r.{k} = w.k"
+                "SELECT w.i, r.{v} FROM unnest($1) WITH ORDINALITY AS w(k, i) \
+                 JOIN {t} AS r ON r.{k} = w.k"
             ),
+            get_many_type: format!("SELECT 1 FROM {t} WHERE {k} = ANY($1) LIMIT 0"),
             delete: format!("{}DELETE FROM {t} WHERE {k} = $1", clear_seal(&seals, 2)),
             scan_first: format!("SELECT {k} FROM {t} ORDER BY {k} LIMIT $1"),
             scan_after: format!("SELECT {k} FROM {t} WHERE {k} > $1 ORDER BY {k} LIMIT $2"),
@@ -890,9 +895,28 @@ impl<K, V> PostgresStore<K, V> {
     where
         F: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     {
+        self.read_typed(operation, sql, None, attempt).await
+    }
+
+    /// [`read`](Self::read), with the parameters of `sql` typed as those of `types_of` when
+    /// given (the server's types for a statement it cannot type by itself).
+    async fn read_typed<T, F>(
+        &self,
+        operation: &'static str,
+        sql: &str,
+        types_of: Option<&str>,
+        attempt: impl Fn(Object, tokio_postgres::Statement) -> F,
+    ) -> Result<T, PostgresStoreError>
+    where
+        F: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    {
         let mut retried = false;
         loop {
-            let result = match self.prepared(sql).await {
+            let prepared = match types_of {
+                None => self.prepared(sql).await,
+                Some(types_of) => self.prepared_typed(sql, types_of).await,
+            };
+            let result = match prepared {
                 Ok((client, statement)) => {
                     attempt(client, statement).await.map_err(query(operation))
                 }
@@ -910,6 +934,27 @@ impl<K, V> PostgresStore<K, V> {
                 result => return result,
             }
         }
+    }
+
+    /// A pooled connection with `sql` prepared with the parameter types the server gives
+    /// those of `types_of`.
+    async fn prepared_typed(
+        &self,
+        sql: &str,
+        types_of: &str,
+    ) -> Result<(Object, tokio_postgres::Statement), PostgresStoreError> {
+        let client = self.client().await?;
+        let types = client
+            .prepare_cached(types_of)
+            .await
+            .map_err(query("prepare"))?
+            .params()
+            .to_vec();
+        let statement = client
+            .prepare_typed_cached(sql, &types)
+            .await
+            .map_err(query("prepare"))?;
+        Ok((client, statement))
     }
 
     /// A pooled connection with the statement `sql` prepared, for a write.
@@ -957,9 +1002,10 @@ where
         let rows = self
             .bounded(
                 "get_many",
-                self.read(
+                self.read_typed(
                     "get_many",
                     &self.sql.get_many,
+                    Some(&self.sql.get_many_type),
                     |client, statement| async move { client.query(&statement, &[&keys]).await },
                 ),
             )
