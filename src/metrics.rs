@@ -53,6 +53,8 @@
 //! | `cuckoo_guard_layer_shadow_checked_total` | counter | `ShadowStats::checked` |
 //! | `cuckoo_guard_layer_shadow_would_block_total` | counter | `ShadowStats::would_block` |
 //! | `cuckoo_guard_layer_shadow_false_negatives_total` | counter | `ShadowStats::would_be_false_negatives` |
+//! | `cuckoo_guard_layer_throttled_requests_total` | counter | `ThrottleStats::throttled_requests` |
+//! | `cuckoo_guard_layer_clients_throttled_total` | counter | `ThrottleStats::clients_throttled` |
 //!
 //! A fleet member (features `fleet` and `metrics`) counts its coordination apart from its
 //! guard; `record_fleet` writes its `FleetStats`, labelled `fleet` with the fleet's name:
@@ -186,6 +188,16 @@ pub fn describe() {
         "cuckoo_guard_layer_shadow_false_negatives_total",
         Unit::Count,
         "Requests a shadow-mode layer would have blocked that the service answered 2xx."
+    );
+    describe_counter!(
+        "cuckoo_guard_layer_throttled_requests_total",
+        Unit::Count,
+        "Requests a layer's throttle answered 429 because their client was in its cool-down."
+    );
+    describe_counter!(
+        "cuckoo_guard_layer_clients_throttled_total",
+        Unit::Count,
+        "Times a client's blocked share passed the throttle's threshold and began a cool-down."
     );
     describe_gauge!(
         "cuckoo_guard_fleet_serving",
@@ -509,6 +521,35 @@ pub fn record_shadow(stats: &crate::tower::ShadowStats, name: &str) {
         (
             "cuckoo_guard_layer_shadow_false_negatives_total",
             stats.would_be_false_negatives,
+        ),
+    ] {
+        counter!(metric, "guard" => name.to_owned()).absolute(value);
+    }
+}
+
+/// Writes a layer's throttle counters into the installed recorder, labelled `guard = name`
+/// (features `tower` and `metrics`): see the [module](self) for the metrics.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::tower::{key, throttle::Throttle};
+///
+/// let throttle = Throttle::new(key::header::<String>("x-api-key"));
+/// // In the scrape handler, beside `record(&guard.stats(), "users")`:
+/// cuckoo_guard::metrics::record_throttle(&throttle.stats(), "users");
+/// ```
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub fn record_throttle(stats: &crate::tower::throttle::ThrottleStats, name: &str) {
+    for (metric, value) in [
+        (
+            "cuckoo_guard_layer_throttled_requests_total",
+            stats.throttled_requests,
+        ),
+        (
+            "cuckoo_guard_layer_clients_throttled_total",
+            stats.clients_throttled,
         ),
     ] {
         counter!(metric, "guard" => name.to_owned()).absolute(value);

@@ -161,8 +161,10 @@ use crate::CuckooFilter;
 
 pub mod key;
 mod shadow;
+pub mod throttle;
 
 pub use self::shadow::{ShadowFuture, ShadowLayer, ShadowService, ShadowStats};
+use self::throttle::{NoThrottle, Throttle, Throttling};
 
 /// Something that decides, from a filter alone, whether a lookup of a key may go on.
 ///
@@ -382,11 +384,12 @@ where
 /// # let _ = layer;
 /// ```
 #[derive(Clone)]
-pub struct GuardLayer<G, E, R = NotFound> {
+pub struct GuardLayer<G, E, R = NotFound, T = NoThrottle> {
     guard: G,
     extract: E,
     blocked: R,
     methods: Methods,
+    throttle: T,
 }
 
 /// The request methods a layer checks; the others pass.
@@ -424,11 +427,12 @@ impl<G, E> GuardLayer<G, E> {
             extract,
             blocked: NotFound,
             methods: Methods::reads(),
+            throttle: NoThrottle,
         }
     }
 }
 
-impl<G, E, R> GuardLayer<G, E, R> {
+impl<G, E, R, T> GuardLayer<G, E, R, T> {
     /// Answers blocked requests with `blocked` instead of an empty 404.
     ///
     /// # Examples
@@ -444,12 +448,42 @@ impl<G, E, R> GuardLayer<G, E, R> {
     ///     .on_blocked(|_: &Parts| Response::builder().status(StatusCode::FORBIDDEN).body(String::new()).unwrap());
     /// # let _ = layer;
     /// ```
-    pub fn on_blocked<R2>(self, blocked: R2) -> GuardLayer<G, E, R2> {
+    pub fn on_blocked<R2>(self, blocked: R2) -> GuardLayer<G, E, R2, T> {
         GuardLayer {
             guard: self.guard,
             extract: self.extract,
             blocked,
             methods: self.methods,
+            throttle: self.throttle,
+        }
+    }
+
+    /// Answers the clients whose requests the filter keeps blocking with `429 Too Many
+    /// Requests` for a cool-down, before the filter is asked (see [`throttle`]). Only requests
+    /// the layer checks count: a method it checks, with a key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use cuckoo_guard::tower::{key, throttle::Throttle, GuardLayer};
+    /// use cuckoo_guard::CuckooFilter;
+    ///
+    /// let filter = Arc::new(CuckooFilter::with_capacity(100));
+    /// let layer = GuardLayer::new(filter, key::path_segment::<u64>(1))
+    ///     .throttle(Throttle::new(key::header::<String>("x-forwarded-for")));
+    /// # let _ = layer;
+    /// ```
+    pub fn throttle<C: ExtractKey>(
+        self,
+        throttle: Throttle<C>,
+    ) -> GuardLayer<G, E, R, Throttle<C>> {
+        GuardLayer {
+            guard: self.guard,
+            extract: self.extract,
+            blocked: self.blocked,
+            methods: self.methods,
+            throttle,
         }
     }
 
@@ -477,8 +511,8 @@ impl<G, E, R> GuardLayer<G, E, R> {
     }
 }
 
-impl<S, G: Clone, E: Clone, R: Clone> Layer<S> for GuardLayer<G, E, R> {
-    type Service = GuardService<S, G, E, R>;
+impl<S, G: Clone, E: Clone, R: Clone, T: Clone> Layer<S> for GuardLayer<G, E, R, T> {
+    type Service = GuardService<S, G, E, R, T>;
 
     fn layer(&self, inner: S) -> Self::Service {
         GuardService {
@@ -487,11 +521,12 @@ impl<S, G: Clone, E: Clone, R: Clone> Layer<S> for GuardLayer<G, E, R> {
             extract: self.extract.clone(),
             blocked: self.blocked.clone(),
             methods: self.methods.clone(),
+            throttle: self.throttle.clone(),
         }
     }
 }
 
-impl<G, E, R> fmt::Debug for GuardLayer<G, E, R> {
+impl<G, E, R, T> fmt::Debug for GuardLayer<G, E, R, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GuardLayer").finish_non_exhaustive()
     }
@@ -514,15 +549,16 @@ impl<G, E, R> fmt::Debug for GuardLayer<G, E, R> {
 /// # let _ = service;
 /// ```
 #[derive(Clone)]
-pub struct GuardService<S, G, E, R = NotFound> {
+pub struct GuardService<S, G, E, R = NotFound, T = NoThrottle> {
     inner: S,
     guard: G,
     extract: E,
     blocked: R,
     methods: Methods,
+    throttle: T,
 }
 
-impl<S, G, E, R> GuardService<S, G, E, R> {
+impl<S, G, E, R, T> GuardService<S, G, E, R, T> {
     /// The wrapped service.
     ///
     /// # Examples
@@ -541,7 +577,7 @@ impl<S, G, E, R> GuardService<S, G, E, R> {
     }
 }
 
-impl<S: fmt::Debug, G, E, R> fmt::Debug for GuardService<S, G, E, R> {
+impl<S: fmt::Debug, G, E, R, T> fmt::Debug for GuardService<S, G, E, R, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GuardService")
             .field("inner", &self.inner)
@@ -549,12 +585,13 @@ impl<S: fmt::Debug, G, E, R> fmt::Debug for GuardService<S, G, E, R> {
     }
 }
 
-impl<S, G, E, R, ReqB, ResB> Service<Request<ReqB>> for GuardService<S, G, E, R>
+impl<S, G, E, R, T, ReqB, ResB> Service<Request<ReqB>> for GuardService<S, G, E, R, T>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     E: ExtractKey,
     G: Admit<E::Key>,
     R: Blocked<ResB>,
+    T: Throttling<ResB>,
 {
     type Response = Response<ResB>;
     type Error = S::Error;
@@ -574,7 +611,18 @@ where
         }
         let (mut parts, body) = request.into_parts();
         if let Some(key) = self.extract.extract(&parts) {
+            let ticket = match self.throttle.screen(&parts) {
+                Ok(ticket) => ticket,
+                Err(throttled) => {
+                    return ResponseFuture {
+                        state: State::Blocked {
+                            response: Some(throttled),
+                        },
+                    }
+                }
+            };
             let admission = self.guard.admit(&key);
+            self.throttle.record(ticket, admission.is_blocked());
             if admission.is_blocked() {
                 return ResponseFuture {
                     state: State::Blocked {

@@ -280,3 +280,122 @@ async fn in_a_nested_router_the_layer_sees_the_path_without_the_prefix() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// A layer throttling by the `x-client` header: at least 20 blocked requests making half a
+/// client's requests within a window start a 10-second cool-down.
+fn throttled_app(
+    guard: &Guard,
+) -> (
+    Router,
+    cuckoo_guard::tower::throttle::Throttle<key::Header<String>>,
+) {
+    // A minute's window, so that a slow machine cannot split the counts the tests need.
+    let throttle = cuckoo_guard::tower::throttle::Throttle::new(key::header::<String>("x-client"))
+        .window(std::time::Duration::from_secs(60))
+        .unwrap();
+    let app = Router::new()
+        .route("/users/{id}", get(user))
+        .route_layer(
+            GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)).throttle(throttle.clone()),
+        )
+        .with_state(guard.clone());
+    (app, throttle)
+}
+
+async fn status_as(app: &Router, client: &str, uri: &str) -> Response<Body> {
+    app.clone()
+        .oneshot(
+            Request::get(uri)
+                .header("x-client", client)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_client_asking_for_absent_keys_is_throttled_and_others_are_not() {
+    let guard = guard(0..1_000);
+    let (app, throttle) = throttled_app(&guard);
+    // The attacker: absent ids, answered 404 until the 20th blocked request.
+    for id in 0..20u64 {
+        let response = status_as(&app, "attacker", &format!("/users/{}", 1_000_000 + id)).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "request {id}");
+    }
+    let lookups = guard.stats().lookups;
+    let throttled = status_as(&app, "attacker", "/users/5").await;
+    assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = throttled.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&retry), "Retry-After {retry}");
+    assert_eq!(guard.stats().lookups, lookups, "answered before the filter");
+    // A client asking only for existing ids, at any rate, is never throttled.
+    for id in 0..2_000u64 {
+        let response = status_as(&app, "reader", &format!("/users/{}", id % 1_000)).await;
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    // Nor is one whose few absent ids stay under the minimum.
+    for id in 0..19u64 {
+        let response = status_as(&app, "typos", &format!("/users/{}", 2_000_000 + id)).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    }
+    assert_eq!(
+        status_as(&app, "typos", "/users/1").await.status(),
+        StatusCode::OK
+    );
+    // Requests without a client key are not counted.
+    for id in 0..100u64 {
+        let (status, _) = status(&app, &format!("/users/{}", 3_000_000 + id)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+    let stats = throttle.stats();
+    assert_eq!((stats.clients_throttled, stats.throttled_requests), (1, 1));
+}
+
+#[tokio::test]
+async fn a_client_whose_blocked_share_stays_under_the_threshold_is_not_throttled() {
+    let guard = guard(0..1_000);
+    let (app, throttle) = throttled_app(&guard);
+    // 30 absent ids among 100 requests: a share of 0.3, under the default 0.5.
+    for i in 0..100u64 {
+        let uri = if i % 10 < 3 {
+            format!("/users/{}", 5_000_000 + i)
+        } else {
+            format!("/users/{}", i)
+        };
+        let response = status_as(&app, "mixed", &uri).await;
+        assert_ne!(
+            response.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "request {i}"
+        );
+    }
+    assert_eq!(throttle.stats().clients_throttled, 0);
+}
+
+#[test]
+fn throttle_settings_out_of_range_are_errors() {
+    use cuckoo_guard::tower::throttle::{Throttle, ThrottleError};
+    use std::time::Duration;
+    let throttle = || Throttle::new(key::header::<String>("x-client"));
+    assert!(matches!(
+        throttle().blocked_share(0.0),
+        Err(ThrottleError::BlockedShare(_))
+    ));
+    assert!(matches!(
+        throttle().blocked_share(f64::NAN),
+        Err(ThrottleError::BlockedShare(_))
+    ));
+    assert!(matches!(
+        throttle().window(Duration::ZERO),
+        Err(ThrottleError::ZeroDuration)
+    ));
+    assert!(matches!(
+        throttle().max_clients(0),
+        Err(ThrottleError::ZeroClients)
+    ));
+}
