@@ -132,6 +132,12 @@ pub struct Config {
     /// warming up alone, so a row created through any replica is never answered absent by
     /// another. `None`: a lone guard, which assumes every write goes through it.
     pub fleet: Option<FleetSettings>,
+    /// The request header naming the client (its first comma-separated value, so
+    /// `X-Forwarded-For` names the original client): with it, the guard's layer answers
+    /// `429 Too Many Requests` to a client whose requests the filter keeps blocking
+    /// ([`Throttle`](cuckoo_guard::tower::throttle::Throttle)'s defaults). Set it only behind a
+    /// proxy that sets the header; a client could otherwise name itself anything.
+    pub throttle_by: Option<String>,
 }
 
 /// The fleet a replica joins ([`Config::fleet`]): its coordinator (Redis) and its name.
@@ -205,6 +211,7 @@ impl Config {
             cache_bytes: 64 << 20,
             max_name_bytes: 1024,
             fleet: None,
+            throttle_by: None,
         }
     }
 }

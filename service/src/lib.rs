@@ -81,6 +81,10 @@ pub use crate::routes::{App, MAX_IDS, UNAVAILABLE_BODY};
 /// # Ok(()) }
 /// ```
 pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
+    let throttle = match &config.throttle_by {
+        Some(header) => Some(routes::throttle(header)?),
+        None => None,
+    };
     let queries = Arc::new(Queries::default());
     let users = database::open(config, &queries).await?;
     let coordinator = match &config.fleet {
@@ -91,5 +95,11 @@ pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
         ),
         None => None,
     };
-    Ok(routes::router(config, users, queries, coordinator))
+    Ok(routes::router(
+        config,
+        users,
+        queries,
+        coordinator,
+        throttle,
+    ))
 }

@@ -59,6 +59,10 @@ struct Args {
     /// table's name.
     #[arg(long, value_name = "NAME", requires = "fleet_redis")]
     fleet_name: Option<String>,
+    /// Answer 429 to clients whose lookups the filter keeps blocking, a client named by this
+    /// request header (its first comma-separated value: `x-forwarded-for` behind a proxy).
+    #[arg(long, value_name = "HEADER")]
+    throttle_by: Option<String>,
 }
 
 /// `--admin-addr`: an address, or `off`.
@@ -106,6 +110,7 @@ async fn main() -> ExitCode {
     config.connections = usize::from(args.connections);
     config.cache_bytes = args.cache_bytes;
     config.max_name_bytes = args.max_name_bytes as usize;
+    config.throttle_by = args.throttle_by;
     config.fleet = args.fleet_redis.map(|url| {
         let name = args.fleet_name.unwrap_or_else(|| config.table.clone());
         FleetSettings::new(url, name)

@@ -13,7 +13,8 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use cuckoo_guard::fleet::{Fleet, FleetConfig, FleetStats, RedisCoordinator};
 use cuckoo_guard::guard::{Admission, AsyncStore, GuardError, GuardStats, Written};
-use cuckoo_guard::tower::{key, GuardLayer};
+use cuckoo_guard::tower::throttle::{Throttle, ThrottleStats};
+use cuckoo_guard::tower::{key, ExtractKey, GuardLayer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +80,22 @@ pub struct App {
     fleet: Arc<OnceLock<UsersFleet>>,
     /// The fleet's name, the `fleet` label of its metrics.
     fleet_name: Option<Arc<str>>,
+    /// The layer's throttle, with [`Config::throttle_by`].
+    throttle: Option<Throttle<ClientHeader>>,
+}
+
+/// The client a request comes from: the first comma-separated value of a header.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientHeader(axum::http::HeaderName);
+
+impl ExtractKey for ClientHeader {
+    type Key = String;
+
+    fn extract(&self, parts: &axum::http::request::Parts) -> Option<String> {
+        let value = parts.headers.get(&self.0)?.to_str().ok()?;
+        let first = value.split(',').next()?.trim();
+        (!first.is_empty()).then(|| first.to_owned())
+    }
 }
 
 /// Where the guard's warm-up is.
@@ -132,6 +149,23 @@ impl App {
     /// ```
     pub fn fleet_stats(&self) -> Option<FleetStats> {
         self.fleet.get().map(Fleet::stats)
+    }
+
+    /// The layer's throttle counts, with [`Config::throttle_by`]; `None` without.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> Result<(), users_service::BoxError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let mut config = users_service::Config::new(users_service::Database::Sqlite(dir.path().join("u.db")));
+    /// config.throttle_by = Some("x-forwarded-for".into());
+    /// let (_router, app) = users_service::build(&config).await?;
+    /// assert_eq!(app.throttle_stats().map(|s| s.throttled_requests), Some(0));
+    /// # Ok(()) }
+    /// ```
+    pub fn throttle_stats(&self) -> Option<ThrottleStats> {
+        self.throttle.as_ref().map(Throttle::stats)
     }
 
     /// The admin routes, `GET /stats` (JSON) and `GET /metrics` (Prometheus text), to serve
@@ -226,11 +260,19 @@ impl App {
 /// The public router over `users` (the users routes, behind the guard's layer if
 /// `config.guard`), with its state; starts the guard's warm-up in the background, or its
 /// join of the fleet `coordinator` serves (which warms it up).
+/// The throttle of clients named by the request header `header`.
+pub(crate) fn throttle(header: &str) -> Result<Throttle<ClientHeader>, BoxError> {
+    let name = axum::http::HeaderName::from_bytes(header.as_bytes())
+        .map_err(|_| format!("throttle header {header:?} is not a valid header name"))?;
+    Ok(Throttle::new(ClientHeader(name)))
+}
+
 pub(crate) fn router(
     config: &Config,
     users: Users,
     queries: Arc<Queries>,
     coordinator: Option<RedisCoordinator>,
+    throttle: Option<Throttle<ClientHeader>>,
 ) -> (Router, App) {
     let recorder = PrometheusBuilder::new().build_recorder();
     let (warm_up, warm_up_state) = tokio::sync::watch::channel(WarmUp::Running);
@@ -254,6 +296,7 @@ pub(crate) fn router(
             .fleet
             .as_ref()
             .map(|settings| Arc::from(settings.name.as_str())),
+        throttle: throttle.clone(),
     };
     let warming = users.clone();
     let fleet = config
@@ -288,7 +331,11 @@ pub(crate) fn router(
         get(get_user).put(put_user).delete(delete_user),
     );
     if config.guard {
-        lookups = lookups.route_layer(GuardLayer::new(users, key::path_segment::<i64>(1)));
+        let layer = GuardLayer::new(users, key::path_segment::<i64>(1));
+        lookups = match throttle {
+            Some(throttle) => lookups.route_layer(layer.throttle(throttle)),
+            None => lookups.route_layer(layer),
+        };
     }
     // Room for the longest name with every character JSON-escaped (`\uXXXX`), and the rest.
     let body_limit = config.max_name_bytes.saturating_mul(6).saturating_add(1024);
@@ -500,6 +547,10 @@ async fn stats(State(app): State<App>) -> Json<serde_json::Value> {
         "coalesced": s.coalesced,
         "cache_entries": app.cache.entry_count(),
         "fleet": app.fleet_stats().map(|fleet| fleet_json(&fleet)),
+        "throttle": app.throttle_stats().map(|throttle| serde_json::json!({
+            "throttled_requests": throttle.throttled_requests,
+            "clients_throttled": throttle.clients_throttled,
+        })),
     }))
 }
 
@@ -535,6 +586,9 @@ async fn metrics(State(app): State<App>) -> impl IntoResponse {
         cuckoo_guard::metrics::record(&stats, "users");
         if let Some((name, fleet)) = &fleet {
             cuckoo_guard::metrics::record_fleet(fleet, name);
+        }
+        if let Some(throttle) = app.throttle_stats() {
+            cuckoo_guard::metrics::record_throttle(&throttle, "users");
         }
         for (kind, value) in [
             ("get", get),

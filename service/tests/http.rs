@@ -335,6 +335,68 @@ async fn without_the_guard_a_list_of_absent_ids_still_queries() {
     assert_eq!(service.app.queries().batches() - batches, 1);
 }
 
+/// `throttle_by`: a client sending absent ids is answered 429 with `Retry-After` within its
+/// first second (after 20 blocked requests), before the filter or the database; a client
+/// sending existing ids at any rate never is; `/stats` and `/metrics` count it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attacker_is_throttled_and_a_reader_is_not() {
+    let service = Running::start_with("sqlite", |config| {
+        config.seed = 500;
+        config.throttle_by = Some("x-forwarded-for".into());
+    })
+    .await
+    .unwrap();
+    let ask = |client: &'static str, id: i64| {
+        service
+            .client
+            .get(format!("{}/users/{id}", service.base))
+            .header("x-forwarded-for", client)
+            .send()
+    };
+    let started = std::time::Instant::now();
+    let mut first_throttled = None;
+    for i in 0..100 {
+        let response = ask("203.0.113.9, 10.0.0.1", 9_000_000 + i).await.unwrap();
+        match response.status() {
+            StatusCode::NOT_FOUND => assert!(first_throttled.is_none(), "404 after a 429"),
+            StatusCode::TOO_MANY_REQUESTS => {
+                let retry = response.headers()["retry-after"].to_str().unwrap();
+                assert!((1..=10).contains(&retry.parse::<u64>().unwrap()), "{retry}");
+                first_throttled.get_or_insert((i, started.elapsed()));
+            }
+            other => panic!("attacker request {i}: {other}"),
+        }
+    }
+    let (at, after) = first_throttled.expect("the attacker was throttled");
+    assert_eq!(at, 20, "throttled after 20 blocked requests");
+    assert!(after < Duration::from_secs(1), "throttled after {after:?}");
+    let gets = service.app.queries().gets();
+    for i in 0..1_000 {
+        let response = ask("198.51.100.7", 1 + i % 500).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "reader request {i}");
+    }
+    assert!(
+        service.app.queries().gets() - gets <= 500,
+        "the cache serves repeats"
+    );
+    let stats = service.stats().await;
+    assert_eq!(stats["throttle"]["clients_throttled"], 1);
+    assert_eq!(stats["throttle"]["throttled_requests"], 80);
+    assert!(service
+        .metrics()
+        .await
+        .contains("cuckoo_guard_layer_throttled_requests_total{guard=\"users\"} 80"));
+}
+
+#[tokio::test]
+async fn a_throttle_header_that_is_not_a_header_name_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(Database::Sqlite(dir.path().join("users.db")));
+    config.throttle_by = Some("x forwarded".into());
+    let error = build(&config).await.unwrap_err().to_string();
+    assert!(error.contains("not a valid header name"), "{error}");
+}
+
 /// Without the layer every absent id is a database query: the counting above is live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_guard_every_absent_id_reaches_the_database() {
