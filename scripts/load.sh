@@ -194,6 +194,53 @@ fleet_run() {
 echo "==> two instances as one fleet"
 fleet_run
 
+# Readers of existing ids (a client per wrk thread) alone, then beside an attacker asking for
+# absent ids from one client, against one instance over PostgreSQL with the layer's throttle
+# (--throttle-by x-forwarded-for): the readers' requests/s and p99 in both, the attacker's
+# requests answered 429, and the database queries.
+throttle_run() {
+    local args=(--db "$DATABASE_URL" --listen 127.0.0.1:0 --admin-addr 127.0.0.1:0 --seed "$ROWS"
+        --table load_users --throttle-by x-forwarded-for)
+    start_instance t "${args[@]}"
+    local base=$base_url admin=$admin_url half=$(( CONNECTIONS / 2 ))
+    PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
+    local s0 s1 s2
+    s0=$(curl -sf "$admin/stats")
+    MIX=read CLIENT=thread wrk -t"$THREADS" -c"$half" -d"${DURATION}s" --latency -s scripts/attack.lua \
+        "$base" >"$work/readers_alone"
+    s1=$(curl -sf "$admin/stats")
+    MIX=absent CLIENT=203.0.113.9 wrk -t1 -c"$half" -d"${DURATION}s" -s scripts/attack.lua \
+        "$base" >"$work/attacker" &
+    local attacker=$!
+    MIX=read CLIENT=thread wrk -t"$THREADS" -c"$half" -d"${DURATION}s" --latency -s scripts/attack.lua \
+        "$base" >"$work/readers_attacked"
+    wait "$attacker"
+    s2=$(curl -sf "$admin/stats")
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    pids=()
+    local rps_alone rps_attacked p99_alone p99_attacked attacks throttled q_alone q_attacked
+    rps_alone=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_alone")
+    rps_attacked=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_attacked")
+    p99_alone=$(awk '$1 == "99%" {print $2}' "$work/readers_alone")
+    p99_attacked=$(awk '$1 == "99%" {print $2}' "$work/readers_attacked")
+    attacks=$(awk '/requests in/ {print $1}' "$work/attacker")
+    throttled=$(( $(stat_of "$s2" throttled_requests) - $(stat_of "$s1" throttled_requests) ))
+    q_alone=$(( $(stat_of "$s1" get) - $(stat_of "$s0" get) ))
+    q_attacked=$(( $(stat_of "$s2" get) - $(stat_of "$s1" get) ))
+    throttle_line=$(awk -v ra="$rps_alone" -v rb="$rps_attacked" -v pa="$p99_alone" -v pb="$p99_attacked" \
+        -v n="$attacks" -v t="$throttled" -v qa="$q_alone" -v qb="$q_attacked" -v d="$DURATION" \
+        'BEGIN { printf "Readers of existing ids over PostgreSQL with the throttle (--throttle-by x-forwarded-for): alone %.0f requests/s, p99 %s, %.1f DB queries/s; beside an attacker asking for absent ids from one client: %.0f requests/s (%.2fx), p99 %s, %.1f DB queries/s; the attacker sent %d requests, %d (%.1f%%) answered 429.", ra, pa, qa / d, rb, rb / ra, pb, qb / d, n, t, (n > 0 ? 100 * t / n : 0) }')
+    echo "    $throttle_line"
+    if [ "$throttled" -le 0 ]; then
+        echo "error: the attacker was never throttled" >&2
+        throttle_failed=1
+    fi
+}
+
+echo "==> readers beside an attacker, with the throttle"
+throttle_failed=0
+throttle_run
+
 table="$work/table"
 awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v rows="$ROWS" -v hot="$HOT" '
     {
@@ -215,11 +262,11 @@ awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v row
         printf "\n%d s per run, wrk with %d threads and %d connections on the same 2-core machine as the service and the database; %d users seeded, half the requests for a hot set of %d (cached before the run), half for absent ids, each new.\n", \
             duration, threads, conns, rows, hot
     }' "$results" >"$table"
-printf '\n%s\n' "$fleet_line" >>"$table"
+printf '\n%s\n\n%s\n' "$fleet_line" "$throttle_line" >>"$table"
 echo
 cat "$table"
 
-status=0
+status=$throttle_failed
 while read -r label mode rps _ _ _ _ queries; do
     if [ "$mode" = without ]; then
         base_rps=$rps; base_queries=$queries; continue
