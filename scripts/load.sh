@@ -12,7 +12,9 @@
 # not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s. A last run
 # starts two instances over PostgreSQL as one fleet (Redis at REDIS_URL coordinates them) and
 # drives both at once with half the connections each; full runs fail on the same 1% bound,
-# short runs report it.
+# short runs report it. Then readers of existing ids alone and beside an attacker, with the
+# layer's throttle; and the attack mix open-loop with oha at fixed rates (80% of what the
+# unguarded PostgreSQL run served, and twice that), with and without the layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +41,12 @@ if ! command -v wrk >/dev/null; then
     $sudo apt-get install -y -qq wrk >/dev/null 2>&1 \
         || { $sudo apt-get update -qq >/dev/null && $sudo apt-get install -y -qq wrk >/dev/null; }
 fi
+if ! command -v oha >/dev/null; then
+    echo "==> installing oha (cargo install, a few minutes)"
+    cargo install --locked --quiet oha
+fi
 command -v curl >/dev/null || { echo "error: curl is needed to read /stats" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "error: python3 is needed to read oha's report" >&2; exit 2; }
 
 echo "==> building the users service"
 cargo build --release --quiet -p cuckoo-guard-users-service
@@ -241,6 +248,53 @@ echo "==> readers beside an attacker, with the throttle"
 throttle_failed=0
 throttle_run
 
+# Open-loop: oha sends the attack mix at a fixed rate whatever the latency (its latency
+# correction counts a request from when it was due), so a slow run cannot lower the load it
+# is measured under as closed-loop wrk does. PostgreSQL, with and without the layer, at 80% of
+# what the unguarded service served closed-loop above (a rate it sustains) and at twice that.
+open_loop_run() {
+    local mode=$1 rate=$2 args
+    args=(--db "$DATABASE_URL" --listen 127.0.0.1:0 --admin-addr 127.0.0.1:0 --seed "$ROWS" --table load_users)
+    if [ "$mode" = without ]; then args+=(--no-guard); fi
+    start_instance o "${args[@]}"
+    local base=$base_url admin=$admin_url
+    PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
+    local before after
+    before=$(curl -sf "$admin/stats")
+    oha -z "${DURATION}s" -q "$rate" -c "$CONNECTIONS" --latency-correction --no-tui \
+        --output-format json --rand-regex-url "$base/users/([1-9][0-9]{0,3}|1[0-9]{9})" \
+        >"$work/oha.json"
+    after=$(curl -sf "$admin/stats")
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    pids=()
+    local queries=$(( $(stat_of "$after" get) - $(stat_of "$before" get) ))
+    python3 - "$work/oha.json" "$mode" "$rate" "$queries" "$DURATION" >>"$work/open_loop" <<'PY'
+import json, sys
+report, mode, rate, queries, duration = sys.argv[1:]
+j = json.load(open(report))
+p = j["latencyPercentiles"]
+ms = lambda key: "%.2f ms" % (1000 * (p.get(key) or 0))
+codes = j.get("statusCodeDistribution", {})
+errors = sum(j.get("errorDistribution", {}).values())
+print("| PostgreSQL | %s | %d | %.0f | %s | %s | %s | %d | %.0f |" % (
+    mode, int(rate), j["summary"]["requestsPerSec"], ms("p50"), ms("p99"), ms("p99.9"),
+    errors, int(queries) / float(duration)))
+PY
+    tail -1 "$work/open_loop"
+}
+
+echo "==> open-loop rates (oha)"
+{
+    echo "| database | guard layer | offered requests/s | served requests/s | p50 | p99 | p99.9 | errors | DB queries/s |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+} >"$work/open_loop"
+sustained=$(awk '$1 == "PostgreSQL" && $2 == "without" {printf "%d", $3 * 0.8}' "$results")
+for rate in "$sustained" $(( sustained * 2 )); do
+    for mode in without with; do
+        open_loop_run "$mode" "$rate"
+    done
+done
+
 table="$work/table"
 awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v rows="$ROWS" -v hot="$HOT" '
     {
@@ -262,7 +316,9 @@ awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v row
         printf "\n%d s per run, wrk with %d threads and %d connections on the same 2-core machine as the service and the database; %d users seeded, half the requests for a hot set of %d (cached before the run), half for absent ids, each new.\n", \
             duration, threads, conns, rows, hot
     }' "$results" >"$table"
-printf '\n%s\n\n%s\n' "$fleet_line" "$throttle_line" >>"$table"
+printf '\n%s\n\n%s\n\nOpen-loop (oha, %d s per rate, latency counted from when each request was due):\n\n' \
+    "$fleet_line" "$throttle_line" "$DURATION" >>"$table"
+cat "$work/open_loop" >>"$table"
 echo
 cat "$table"
 
