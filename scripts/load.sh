@@ -19,9 +19,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=20
+# The throttle's and the open-loop runs: as long in full runs, shorter in CI's.
+EXTRA=20
 SHORT=0
 if [ "${1:-}" = "--short" ]; then
     DURATION=5
+    EXTRA=2
     SHORT=1
 elif [ -n "${1:-}" ]; then
     echo "usage: $0 [--short]" >&2
@@ -213,13 +216,13 @@ throttle_run() {
     PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
     local s0 s1 s2
     s0=$(curl -sf "$admin/stats")
-    MIX=read CLIENT=thread wrk -t"$THREADS" -c"$half" -d"${DURATION}s" --latency -s scripts/attack.lua \
+    MIX=read CLIENT=thread wrk -t"$THREADS" -c"$half" -d"${EXTRA}s" --latency -s scripts/attack.lua \
         "$base" >"$work/readers_alone"
     s1=$(curl -sf "$admin/stats")
-    MIX=absent CLIENT=203.0.113.9 wrk -t1 -c"$half" -d"${DURATION}s" -s scripts/attack.lua \
+    MIX=absent CLIENT=203.0.113.9 wrk -t1 -c"$half" -d"${EXTRA}s" -s scripts/attack.lua \
         "$base" >"$work/attacker" &
     local attacker=$!
-    MIX=read CLIENT=thread wrk -t"$THREADS" -c"$half" -d"${DURATION}s" --latency -s scripts/attack.lua \
+    MIX=read CLIENT=thread wrk -t"$THREADS" -c"$half" -d"${EXTRA}s" --latency -s scripts/attack.lua \
         "$base" >"$work/readers_attacked"
     wait "$attacker"
     s2=$(curl -sf "$admin/stats")
@@ -235,7 +238,7 @@ throttle_run() {
     q_alone=$(( $(stat_of "$s1" get) - $(stat_of "$s0" get) ))
     q_attacked=$(( $(stat_of "$s2" get) - $(stat_of "$s1" get) ))
     throttle_line=$(awk -v ra="$rps_alone" -v rb="$rps_attacked" -v pa="$p99_alone" -v pb="$p99_attacked" \
-        -v n="$attacks" -v t="$throttled" -v qa="$q_alone" -v qb="$q_attacked" -v d="$DURATION" \
+        -v n="$attacks" -v t="$throttled" -v qa="$q_alone" -v qb="$q_attacked" -v d="$EXTRA" \
         'BEGIN { printf "Readers of existing ids over PostgreSQL with the throttle (--throttle-by x-forwarded-for): alone %.0f requests/s, p99 %s, %.1f DB queries/s; beside an attacker asking for absent ids from one client: %.0f requests/s (%.2fx), p99 %s, %.1f DB queries/s; the attacker sent %d requests, %d (%.1f%%) answered 429.", ra, pa, qa / d, rb, rb / ra, pb, qb / d, n, t, (n > 0 ? 100 * t / n : 0) }')
     echo "    $throttle_line"
     if [ "$throttled" -le 0 ]; then
@@ -261,14 +264,14 @@ open_loop_run() {
     PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
     local before after
     before=$(curl -sf "$admin/stats")
-    oha -z "${DURATION}s" -q "$rate" -c "$CONNECTIONS" --latency-correction --no-tui \
+    oha -z "${EXTRA}s" -q "$rate" -c "$CONNECTIONS" --latency-correction --no-tui \
         --output-format json --rand-regex-url "$base/users/([1-9][0-9]{0,3}|1[0-9]{9})" \
         >"$work/oha.json"
     after=$(curl -sf "$admin/stats")
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     pids=()
     local queries=$(( $(stat_of "$after" get) - $(stat_of "$before" get) ))
-    python3 - "$work/oha.json" "$mode" "$rate" "$queries" "$DURATION" >>"$work/open_loop" <<'PY'
+    python3 - "$work/oha.json" "$mode" "$rate" "$queries" "$EXTRA" >>"$work/open_loop" <<'PY'
 import json, sys
 report, mode, rate, queries, duration = sys.argv[1:]
 j = json.load(open(report))
@@ -317,7 +320,7 @@ awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v row
             duration, threads, conns, rows, hot
     }' "$results" >"$table"
 printf '\n%s\n\n%s\n\nOpen-loop (oha, %d s per rate, latency counted from when each request was due):\n\n' \
-    "$fleet_line" "$throttle_line" "$DURATION" >>"$table"
+    "$fleet_line" "$throttle_line" "$EXTRA" >>"$table"
 cat "$work/open_loop" >>"$table"
 echo
 cat "$table"

@@ -388,7 +388,7 @@ impl fmt::Display for RebuildReason {
         f.write_str(match self {
             RebuildReason::Requested => "requested",
             RebuildReason::Load => "the load passed the threshold",
-            RebuildReason::Growth => "the filter grew past the policy's table bound",
+            RebuildReason::Growth => "the filter grew",
             RebuildReason::StaleCopies => "stale copies passed the share",
             RebuildReason::OverflowBits => "overflow bits passed the share",
         })

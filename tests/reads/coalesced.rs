@@ -8,7 +8,7 @@
 //! server at the default address) the PostgreSQL tests print that they were skipped.
 #![cfg(all(feature = "postgres", feature = "sqlite", feature = "tokio"))]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

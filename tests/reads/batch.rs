@@ -5,7 +5,7 @@
 //! for the wrong number of keys is asked key by key.
 #![cfg(all(feature = "postgres", feature = "sqlite", feature = "redis"))]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
