@@ -1071,9 +1071,15 @@ impl<S> Builder<S> {
             max: max_capacity(width.slots()),
         };
         let buckets = buckets_for(capacity, width.slots()).ok_or(too_large)?;
-        let allocation_failed = BuildError::AllocationFailed {
-            bytes: buckets.saturating_mul(width.word_bytes()),
-        };
+        let words = buckets.saturating_mul(width.word_bytes());
+        if let Some(limit) = self.max_memory.filter(|&limit| words > limit) {
+            // Past the ceiling before the buckets alone: refused without allocating them.
+            return Err(BuildError::MemoryLimit {
+                limit,
+                needed: words,
+            });
+        }
+        let allocation_failed = BuildError::AllocationFailed { bytes: words };
         let table =
             Table::new(width, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
         let mut tables = Tables::new(table, factor, max_steps);

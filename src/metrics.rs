@@ -14,6 +14,8 @@
 //! | `cuckoo_guard_passed_total` | counter | [`GuardStats::passed`] |
 //! | `cuckoo_guard_passed_while_warming_total` | counter | [`GuardStats::passed_while_warming`] |
 //! | `cuckoo_guard_passed_failing_open_total` | counter | [`GuardStats::passed_failing_open`]: a fleet member that could not vouch for its filter |
+//! | `cuckoo_guard_passed_at_ceiling_total` | counter | [`GuardStats::passed_at_ceiling`]: a filter at its memory ceiling lacks created keys |
+//! | `cuckoo_guard_creates_at_ceiling_total` | counter | [`GuardStats::creates_at_ceiling`] |
 //! | `cuckoo_guard_fleet_creates_applied_total` | counter | [`GuardStats::fleet_creates_applied`] |
 //! | `cuckoo_guard_fleet_deletes_applied_total` | counter | [`GuardStats::fleet_deletes_applied`] |
 //! | `cuckoo_guard_store_hits_total` | counter | [`GuardStats::store_hits`] |
@@ -40,6 +42,7 @@
 //! | `cuckoo_guard_memo_entries` | gauge | [`GuardStats::memo_entries`] |
 //! | `cuckoo_guard_memo_slots_disabled` | gauge | [`GuardStats::memo_slots_disabled`] |
 //! | `cuckoo_guard_warming` | gauge | 1 while warming up, else 0 |
+//! | `cuckoo_guard_at_ceiling` | gauge | 1 while the filter lacks keys created at its memory ceiling ([`GuardStats::at_ceiling`]), else 0 |
 //! | `cuckoo_guard_rebuilding` | gauge | 1 while a rebuild runs, else 0 |
 //! | `cuckoo_guard_last_rebuild_seconds` | gauge | the last rebuild's duration |
 //! | `cuckoo_guard_last_rebuild_keys` | gauge | the keys its scan returned |
@@ -133,6 +136,16 @@ pub fn describe() {
         "cuckoo_guard_passed_failing_open_total",
         Unit::Count,
         "Lookups sent to the store because the guard's fleet membership could not vouch for its filter."
+    );
+    describe_counter!(
+        "cuckoo_guard_passed_at_ceiling_total",
+        Unit::Count,
+        "Lookups the filter ruled out but sent to the store: at its memory ceiling it lacks created keys."
+    );
+    describe_counter!(
+        "cuckoo_guard_creates_at_ceiling_total",
+        Unit::Count,
+        "Creates taken with no copy in a filter at its memory ceiling."
     );
     describe_counter!(
         "cuckoo_guard_fleet_creates_applied_total",
@@ -364,6 +377,10 @@ pub fn describe() {
         "cuckoo_guard_warming",
         "1 while the guard warms up and passes every lookup to the store."
     );
+    describe_gauge!(
+        "cuckoo_guard_at_ceiling",
+        "1 while the filter lacks keys created at its memory ceiling and passes what it misses to the store."
+    );
     describe_gauge!("cuckoo_guard_rebuilding", "1 while a rebuild runs.");
     describe_gauge!(
         "cuckoo_guard_last_rebuild_seconds",
@@ -402,6 +419,14 @@ pub fn record(stats: &GuardStats, name: &str) {
         (
             "cuckoo_guard_passed_failing_open_total",
             stats.passed_failing_open,
+        ),
+        (
+            "cuckoo_guard_passed_at_ceiling_total",
+            stats.passed_at_ceiling,
+        ),
+        (
+            "cuckoo_guard_creates_at_ceiling_total",
+            stats.creates_at_ceiling,
         ),
         (
             "cuckoo_guard_fleet_creates_applied_total",
@@ -483,6 +508,10 @@ pub fn record(stats: &GuardStats, name: &str) {
             stats.memo_slots_disabled as f64,
         ),
         ("cuckoo_guard_warming", f64::from(u8::from(stats.warming))),
+        (
+            "cuckoo_guard_at_ceiling",
+            f64::from(u8::from(stats.at_ceiling)),
+        ),
         (
             "cuckoo_guard_rebuilding",
             f64::from(u8::from(stats.rebuilding)),

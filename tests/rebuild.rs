@@ -515,3 +515,171 @@ fn no_false_negatives_while_rebuilds_run_back_to_back() {
         stats.rebuilds
     );
 }
+
+/// A filter for `capacity` keys that may not grow past its own size (`max_memory`).
+fn capped(capacity: usize) -> CuckooFilter {
+    let size = CuckooFilter::with_capacity(capacity).memory_usage();
+    CuckooFilter::builder()
+        .capacity(capacity)
+        .max_memory(size)
+        .build()
+        .unwrap()
+}
+
+/// Puts keys `from..` until `creates_at_ceiling` reaches `past`; returns the next key.
+fn fill_past_the_ceiling(guard: &CacheGuard<Mem>, from: u64, past: u64) -> u64 {
+    let mut k = from;
+    while guard.stats().creates_at_ceiling < past {
+        guard.put(&k, &k).expect("a create at the ceiling is taken");
+        k += 1;
+        assert!(k < from + 100_000, "no ceiling after {k} creates");
+    }
+    k
+}
+
+/// [guard.R4]: at the ceiling the guard takes every create, finds every row, and passes what
+/// its filter misses to the store; a seal refuses; a rebuild that fits ends it.
+#[test]
+fn a_guard_at_its_memory_ceiling_takes_creates_and_hides_no_row_until_a_rebuild_fits() {
+    let guard = CacheGuard::with_policy(capped(1_000), Mem::new(), RebuildPolicy::manual());
+    guard.warm_up(100, |_| {}).unwrap();
+    let end = fill_past_the_ceiling(&guard, 0, 500);
+    let stats = guard.stats();
+    assert!(stats.at_ceiling);
+    assert_eq!(stats.writes_refused, 0);
+    assert_eq!(
+        stats.filter_growth_steps, 0,
+        "the ceiling allows no table more"
+    );
+    for k in 0..end {
+        assert_eq!(
+            guard.get(&k).unwrap(),
+            Some(k),
+            "key {k} hidden at the ceiling"
+        );
+    }
+    // Keys never written: the filter rules most out, but cannot vouch for its answer.
+    let before = guard.stats().passed_at_ceiling;
+    let mut failing_open = 0;
+    for k in end..end + 1_000 {
+        let admission = guard.admit(&k);
+        assert!(!admission.is_blocked(), "a marked filter blocked key {k}");
+        failing_open += u64::from(admission == cuckoo_guard::guard::Admission::FailOpen);
+        assert_eq!(guard.get(&k).unwrap(), None);
+    }
+    assert!(
+        failing_open > 950,
+        "{failing_open} of 1000 absent keys failed open"
+    );
+    let stats = guard.stats();
+    // Twice each: `admit`, then `get`.
+    assert_eq!(
+        stats.passed_at_ceiling,
+        before + 2 * failing_open,
+        "{stats:?}"
+    );
+    assert_eq!(stats.blocked, 0);
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        guard.seal(dir.path().join("g.cgsnap")),
+        Err(GuardError::AtCeiling)
+    ));
+    // Fewer rows than the ceiling holds: a rebuild fits, and the filter answers "absent" again.
+    for k in 0..end / 2 {
+        assert!(guard.delete(&k).unwrap());
+    }
+    let report = guard.rebuild().unwrap();
+    assert_eq!(report.keys_scanned, end - end / 2);
+    let stats = guard.stats();
+    assert!(!stats.at_ceiling, "{stats:?}");
+    for k in end / 2..end {
+        assert_eq!(guard.get(&k).unwrap(), Some(k));
+    }
+    let blocked = (end..end + 1_000)
+        .filter(|k| guard.admit(k).is_blocked())
+        .count();
+    assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
+    guard.seal(dir.path().join("g.cgsnap")).unwrap();
+}
+
+/// A create and a delete of key `k`, then a pause: a write that may start an automatic
+/// rebuild, which has run when this returns.
+fn write_and_settle(guard: &CacheGuard<Mem>, k: u64) {
+    guard.put(&k, &k).unwrap();
+    assert!(guard.delete(&k).unwrap());
+    settle(guard);
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+/// [guard.R4] with the automatic policy: writes at the ceiling start rebuilds (`MemoryLimit`),
+/// which fail while the store holds more keys than fit, and one succeeds once deletes made
+/// room; meanwhile no row is hidden.
+#[test]
+fn an_automatic_rebuild_starts_at_the_ceiling_and_ends_it_once_the_keys_fit() {
+    let guard = CacheGuard::new(capped(1_000), Mem::new());
+    guard.warm_up(100, |_| {}).unwrap();
+    // Twice the keys that fit: the rebuild at the first create past the ceiling may fit,
+    // the later ones cannot.
+    let end = fill_past_the_ceiling(&guard, 0, 1_000);
+    // Failed automatic rebuilds wait before the next (1 s, doubling); writes retry them.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut k = end;
+    while guard.stats().rebuilds_failed == 0 {
+        assert!(Instant::now() < deadline, "{:?}", guard.stats());
+        write_and_settle(&guard, k);
+        k += 1;
+    }
+    let stats = guard.stats();
+    assert!(stats.at_ceiling, "{stats:?}");
+    for k in 0..end {
+        assert!(
+            guard.may_contain(&k),
+            "key {k} hidden while no rebuild fits"
+        );
+    }
+    for k in 0..end * 3 / 4 {
+        assert!(guard.delete(&k).unwrap());
+    }
+    while guard.stats().at_ceiling {
+        assert!(Instant::now() < deadline, "{:?}", guard.stats());
+        write_and_settle(&guard, k);
+        k += 1;
+    }
+    let stats = guard.stats();
+    assert_eq!(
+        stats.last_rebuild.as_ref().map(|r| r.reason),
+        Some(RebuildReason::MemoryLimit)
+    );
+    assert!(!stats.at_ceiling, "{stats:?}");
+    for key in end * 3 / 4..end {
+        assert_eq!(guard.get(&key).unwrap(), Some(key));
+    }
+    let blocked = (k..k + 1_000)
+        .filter(|k| guard.admit(k).is_blocked())
+        .count();
+    assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
+}
+
+/// [guard.R4] on the async guard: creates at the ceiling are taken, no row is hidden.
+#[test]
+fn an_async_guard_at_its_ceiling_hides_no_row() {
+    common::runtime().block_on(async {
+        let guard =
+            AsyncCacheGuard::with_policy(capped(1_000), Mem::new(), RebuildPolicy::manual());
+        guard.warm_up(100, |_| {}).await.unwrap();
+        let mut k = 0u64;
+        while guard.stats().creates_at_ceiling < 200 {
+            guard
+                .put(&k, &k)
+                .await
+                .expect("a create at the ceiling is taken");
+            k += 1;
+        }
+        for key in 0..k {
+            assert_eq!(guard.get(&key).await.unwrap(), Some(key));
+        }
+        let admitted = guard.admit_many(&(k..k + 100).collect::<Vec<_>>());
+        assert!(admitted.iter().all(|a| !a.is_blocked()));
+        assert!(guard.stats().passed_at_ceiling >= 100);
+    });
+}

@@ -32,6 +32,7 @@ use super::{
     Coordinator, CreatePolicy, FleetConfig, FleetKey, InstanceId, MemberId, Op, Registration,
     SealRecord,
 };
+use crate::guard::core::Lookup;
 use crate::guard::fleet_link::{BoxFuture, CreateSlot, DeleteSlot, FleetLink};
 use crate::guard::{
     AsyncCacheGuard, AsyncStore, FleetError, GuardError, Position, Restart, Sealed,
@@ -1640,13 +1641,16 @@ where
         };
         add(&shared.counters.sentinel_samples, keys.len() as u64);
         let mut drifted = Vec::new();
+        // A filter at its memory ceiling lacks keys created since ([guard.R4]) and passes
+        // what it misses to the store: a miss there is no drift.
+        let covered = |key: &K| core.filter_lookup(key) != Lookup::Missed;
         for key in keys {
-            if core.filter_contains(&key) {
+            if covered(&key) {
                 continue;
             }
             // Deleted since it was sampled? Then its copy went with it.
             if let Ok(Some(_)) = guard.store().get(&key).await {
-                if !core.filter_contains(&key) {
+                if !covered(&key) {
                     drifted.push(key);
                 }
             }

@@ -1081,11 +1081,12 @@ impl<St: AsyncStore, H: BuildHasher + Clone + Send + Sync + 'static> AsyncCacheG
                     move || {
                         file.write(|filter| snapshot::write_file(filter, &path, Some(&*secret)))
                     },
-                    || Err(shut_down()),
+                    || Some(Err(shut_down())),
                 )
             },
         )
         .await?
+        .ok_or(GuardError::AtCeiling)?
         .map_err(GuardError::Snapshot)?;
         Ok(Sealed { seal, written })
     }

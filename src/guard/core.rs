@@ -55,11 +55,31 @@
 //!   orphan whose write had not ended stays listed for good: its write may land after any
 //!   scan.
 //!
-//! A key whose create returned before a lookup began is in the filter the lookup asks: the
-//! create inserted into the current filter it loaded, and into the next if there was one. If
-//! the lookup loads a later current filter, that is a next filter the create saw (it has the
-//! copy) or one whose scan started after the create's store write (the gate), so the scan
-//! inserted the key. Removals take only copies their own key put there ([guard.R1], [guard.R2]). No step
+//! - **[guard.R4] A create at the memory ceiling.** A filter insert that fails with
+//!   [`InsertError::MemoryLimit`] does not refuse the create: the create *marks* that
+//!   generation (`SeqCst`, a count that never decreases) after its inserts and before its store
+//!   write, holds no copy there, and writes. A lookup whose filter read misses loads the mark of
+//!   the generation it read (`Acquire`) and, if set, passes the key to the store
+//!   ([`Admission::FailOpen`], counted as [`GuardStats::passed_at_ceiling`]). Nothing clears a
+//!   mark: a marked generation leaves only by a rebuild's swap, and the next filter is marked
+//!   by every create that could not insert into it. A seal refuses a marked filter. An
+//!   automatic rebuild starts on the first write that finds the current filter marked
+//!   ([`RebuildReason::MemoryLimit`](super::RebuildReason::MemoryLimit)), sized for the keys
+//!   the filter holds and the creates it lacks, and no larger than the ceiling allows.
+//!
+//!   Why a marked generation loses no key: a mark precedes the create's return, so a lookup
+//!   that began after the create returned and read that generation reads the mark. A copy a
+//!   delete removes from a marked generation may be another key's ([guard.R2] removes by
+//!   fingerprint, and the marked create inserted none); that generation answers no
+//!   "absent" again, so no key hides behind the missing copy, and no filter is ever made from
+//!   its contents (a rebuild scans the store; a seal refuses it).
+//!
+//! A key whose create returned before a lookup began is in the filter the lookup asks, or
+//! that filter is marked ([guard.R4]): the create inserted into (or marked) the current
+//! filter it loaded, and the next if there was one. If the lookup loads a later current
+//! filter, that is a next filter the create saw (it has the copy or the mark) or one whose
+//! scan started after the create's store write (the gate), so the scan inserted the key.
+//! Removals take only copies their own key put there ([guard.R1], [guard.R2]). No step
 //! carries a hash from one filter to another: every insert, remove and lookup hashes the key
 //! with the filter it touches, so filters of different keys hold each key where their own
 //! lookups look.
@@ -100,6 +120,9 @@ pub(crate) struct Generation<H> {
     pub(crate) filter: CuckooFilter<H>,
     /// In a fleet: the log's top read after this generation's scan ended ([fleet.F5]).
     pub(crate) scanned_at: Mutex<Option<Position>>,
+    /// Creates this filter holds no copy of because it reached its memory ceiling
+    /// ([guard.R4]); never decreases. While not 0 no lookup of this generation answers "absent".
+    uncovered: AtomicU64,
 }
 
 impl<H> Generation<H> {
@@ -108,7 +131,30 @@ impl<H> Generation<H> {
             id,
             filter,
             scanned_at: Mutex::new(None),
+            uncovered: AtomicU64::new(0),
         }
+    }
+
+    /// Whether a create's key may be missing from this filter ([guard.R4]).
+    #[inline]
+    pub(crate) fn lacks_keys(&self) -> bool {
+        // ORDERING: Acquire; [guard.R4] a lookup loads the mark after its filter read missed;
+        // a create that marked before its store write and returned before the lookup began
+        // happens before this load, so it reads the mark (or a later count).
+        self.uncovered.load(Ordering::Acquire) != 0
+    }
+
+    /// The number of creates this filter holds no copy of ([guard.R4]).
+    pub(crate) fn uncovered(&self) -> u64 {
+        // ORDERING: Relaxed; a count for sizing a rebuild and for the stats.
+        self.uncovered.load(Ordering::Relaxed)
+    }
+
+    /// [guard.R4] Marks this filter as lacking one more create's key.
+    fn mark_uncovered(&self) {
+        // ORDERING: SeqCst; [guard.R4] the mark, before the create's store write (program
+        // order), so every lookup that begins after the create returned reads it.
+        self.uncovered.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -123,6 +169,17 @@ impl<H> Filters<H> {
     fn both(&self) -> impl Iterator<Item = &Generation<H>> {
         std::iter::once(&*self.current).chain(self.next.as_deref())
     }
+}
+
+/// The current filter's answer for one key ([`GuardCore::filter_lookup`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The filter may hold the key.
+    Found,
+    /// The filter rules the key out.
+    Missed,
+    /// The filter missed, but it lacks keys created at its memory ceiling ([guard.R4]).
+    Uncovered,
 }
 
 /// What a guard's filter decided for one lookup, counted in its [`GuardStats`].
@@ -156,8 +213,10 @@ pub enum Admission {
     Pass,
     /// Warming up: the filter is incomplete, ask the store.
     Warming,
-    /// The guard is a fleet member that cannot vouch for its filter now (its lease lapsed,
-    /// it is catching up or rebuilding, or the coordinator is unreachable): ask the store.
+    /// The guard cannot vouch for its filter's "absent" now: ask the store. A fleet member
+    /// whose lease lapsed, that is catching up or rebuilding, or whose coordinator is
+    /// unreachable; or a filter at its memory ceiling that holds no copy of some created keys
+    /// ([`GuardStats::passed_at_ceiling`](super::GuardStats::passed_at_ceiling)).
     FailOpen,
     /// Definitely absent, but the lookup runs in shadow mode
     /// ([`CacheGuard::shadow_get`](super::CacheGuard::shadow_get), the `tower` feature's
@@ -265,6 +324,9 @@ pub(super) struct PutTicket<'c, H> {
     seat: GateSeat<'c>,
     /// The current generation's id and the key's hash there.
     current: (u64, u64),
+    /// Whether the create inserted a copy into the current generation (not at its memory
+    /// ceiling, [guard.R4]).
+    owns_current: bool,
     /// The next generation's id and the key's hash there, if the create inserted into one.
     next: Option<(u64, u64)>,
     orphan: Orphan,
@@ -286,7 +348,7 @@ impl<H> PutTicket<'_, H> {
 
     /// The key's hash in generation `id`, if the create inserted into it.
     fn hash_in(&self, id: u64) -> Option<u64> {
-        [Some(self.current), self.next]
+        [self.owns_current.then_some(self.current), self.next]
             .into_iter()
             .flatten()
             .find_map(|(generation, hash)| (generation == id).then_some(hash))
@@ -351,6 +413,10 @@ struct Shard {
     missing_copies: AtomicU64,
     writes: AtomicU64,
     fail_open: AtomicU64,
+    /// Lookups the filter missed but passed because it lacks keys ([guard.R4]).
+    passed_at_ceiling: AtomicU64,
+    /// Creates taken without a copy in some filter, at its memory ceiling ([guard.R4]).
+    creates_at_ceiling: AtomicU64,
     applied_creates: AtomicU64,
     applied_deletes: AtomicU64,
 }
@@ -468,6 +534,13 @@ pub(crate) struct Broken {
     pub(crate) delete_ignores_scan: bool,
     /// [fleet.F7]: a create checks the sealed flag before it enters the gate.
     pub(crate) sealed_checked_before_gate: bool,
+    /// [guard.R4]: a create at the memory ceiling marks no filter.
+    pub(crate) ceiling_unmarked: bool,
+    /// [guard.R4]: a create at the memory ceiling marks the current filter only, never a next one
+    /// it could not insert into.
+    pub(crate) ceiling_next_unmarked: bool,
+    /// [guard.R4]: a seal writes its file from a marked filter.
+    pub(crate) ceiling_sealed: bool,
 }
 
 impl<H> GuardCore<H> {
@@ -536,8 +609,10 @@ impl<H: BuildHasher> GuardCore<H> {
         self.state.load(Ordering::Acquire) == READY
     }
 
-    /// Whether the current filter may hold `key` (a pin, one load, one lookup).
-    #[inline]
+    /// Whether the current filter may hold `key` (a pin, one load, one lookup), for the loom
+    /// models' asserts; lookups ask [`filter_lookup`](Self::filter_lookup), which also reads
+    /// the mark.
+    #[cfg(cuckoo_loom)]
     pub(crate) fn filter_contains<K: Hash + ?Sized>(&self, key: &K) -> bool {
         let pin = pin();
         // ORDERING: Acquire; as in `filter`.
@@ -548,16 +623,31 @@ impl<H: BuildHasher> GuardCore<H> {
             .contains(key)
     }
 
-    /// [`filter_contains`](Self::filter_contains) of every key of `keys` into `found`, by the
-    /// filter's batched lookup.
-    pub(crate) fn filter_contains_many<K: Hash>(&self, keys: &[K], found: &mut [bool]) {
+    /// Whether the current filter may hold each key of `keys`, into `found`, by the filter's
+    /// batched lookup; then, if a key missed, whether that filter lacks keys created
+    /// at its memory ceiling ([guard.R4], loaded after the reads).
+    pub(crate) fn filter_contains_many<K: Hash>(&self, keys: &[K], found: &mut [bool]) -> bool {
         let pin = pin();
         // ORDERING: Acquire; as in `filter`.
-        self.filters
-            .load(Ordering::Acquire, &pin)
-            .current
-            .filter
-            .contains_many(keys, found);
+        let current = &self.filters.load(Ordering::Acquire, &pin).current;
+        current.filter.contains_many(keys, found);
+        found.contains(&false) && current.lacks_keys()
+    }
+
+    /// [guard.R4] The current filter's answer for `key`: found, missed, or missed in a filter
+    /// that lacks keys created at its memory ceiling (the mark loaded after the read).
+    #[inline]
+    pub(crate) fn filter_lookup<K: Hash + ?Sized>(&self, key: &K) -> Lookup {
+        let pin = pin();
+        // ORDERING: Acquire; as in `filter`.
+        let current = &self.filters.load(Ordering::Acquire, &pin).current;
+        if current.filter.contains(key) {
+            Lookup::Found
+        } else if current.lacks_keys() {
+            Lookup::Uncovered
+        } else {
+            Lookup::Missed
+        }
     }
 
     /// Lookup step 1 for a batch: [`admit`](Self::admit) of each key, with one filter pass.
@@ -591,12 +681,21 @@ impl<H: BuildHasher> GuardCore<H> {
         if !self.is_ready() {
             bump(&self.shard().warming);
             Admission::Warming
-        } else if self.filter_contains(key) {
-            bump(&self.shard().passed);
-            Admission::Pass
         } else {
-            bump(&self.shard().shadow_would_block);
-            Admission::Shadow
+            match self.filter_lookup(key) {
+                Lookup::Found => {
+                    bump(&self.shard().passed);
+                    Admission::Pass
+                }
+                Lookup::Uncovered => {
+                    bump(&self.shard().passed_at_ceiling);
+                    Admission::FailOpen
+                }
+                Lookup::Missed => {
+                    bump(&self.shard().shadow_would_block);
+                    Admission::Shadow
+                }
+            }
         }
     }
 
@@ -686,6 +785,7 @@ impl<H: BuildHasher> GuardCore<H> {
             core: self,
             seat,
             current: (filters.current.id, hash),
+            owns_current: true,
             next: None,
             orphan,
             ended: true,
@@ -697,14 +797,32 @@ impl<H: BuildHasher> GuardCore<H> {
             }
             filter.insert_hash(hash)
         };
-        let inserted = insert(&filters.current.filter, hash).and_then(|()| {
-            let Some(next) = &filters.next else {
-                return Ok(());
-            };
-            #[cfg(cuckoo_loom)]
-            if self.broken.next_skipped {
-                return Ok(());
-            }
+        let refuse = |error: InsertError| {
+            let shard = self.shard();
+            bump(match error {
+                InsertError::Contended => &shard.contended,
+                _ => &shard.refused,
+            });
+            // `ticket` drops as ended: it leaves the gate and records nothing.
+            Err(insert_failure(error))
+        };
+        // [guard.R4]: an insert the memory ceiling refused leaves its generation to be marked.
+        let lacks = |inserted: Result<(), InsertError>| match inserted {
+            Ok(()) => Ok(false),
+            Err(InsertError::MemoryLimit { .. }) => Ok(true),
+            Err(error) => Err(error),
+        };
+        let current_lacks = match lacks(insert(&filters.current.filter, hash)) {
+            Ok(lacks) => lacks,
+            Err(error) => return refuse(error),
+        };
+        ticket.owns_current = !current_lacks;
+        let mut next_lacks = None;
+        #[cfg(cuckoo_loom)]
+        let next = filters.next.as_ref().filter(|_| !self.broken.next_skipped);
+        #[cfg(not(cuckoo_loom))]
+        let next = filters.next.as_ref();
+        if let Some(next) = next {
             let next_hash = next.filter.hash_key(key);
             #[cfg(cuckoo_loom)]
             let next_hash = if self.broken.next_hashed_by_current {
@@ -712,22 +830,34 @@ impl<H: BuildHasher> GuardCore<H> {
             } else {
                 next_hash
             };
-            if let Err(error) = insert(&next.filter, next_hash) {
-                // The copy just added to the current filter is this create's own.
-                filters.current.filter.remove_hash(hash);
-                return Err(error);
+            match lacks(insert(&next.filter, next_hash)) {
+                Ok(false) => ticket.next = Some((next.id, next_hash)),
+                Ok(true) => next_lacks = Some(next),
+                Err(error) => {
+                    if !current_lacks {
+                        // The copy just added to the current filter is this create's own.
+                        filters.current.filter.remove_hash(hash);
+                    }
+                    return refuse(error);
+                }
             }
-            ticket.next = Some((next.id, next_hash));
-            Ok(())
-        });
-        if let Err(error) = inserted {
-            let shard = self.shard();
-            bump(match error {
-                InsertError::Contended => &shard.contended,
-                _ => &shard.refused,
-            });
-            // `ticket` drops as ended: it leaves the gate and records nothing.
-            return Err(insert_failure(error));
+        }
+        #[cfg(cuckoo_loom)]
+        let (current_lacks, next_lacks) = if self.broken.ceiling_unmarked {
+            (false, None)
+        } else if self.broken.ceiling_next_unmarked {
+            (current_lacks, None)
+        } else {
+            (current_lacks, next_lacks)
+        };
+        if current_lacks {
+            filters.current.mark_uncovered();
+        }
+        if let Some(next) = next_lacks {
+            next.mark_uncovered();
+        }
+        if current_lacks || next_lacks.is_some() {
+            self.create_at_ceiling(&filters.current.filter);
         }
         ticket.ended = false;
         #[cfg(cuckoo_loom)]
@@ -740,6 +870,20 @@ impl<H: BuildHasher> GuardCore<H> {
             return Err(GuardError::Fleet(FleetError::Sealed));
         }
         Ok(ticket)
+    }
+
+    /// [guard.R4] A create taken without a copy in a filter at its memory ceiling: counted, and
+    /// reported on standard error the first time.
+    fn create_at_ceiling(&self, filter: &CuckooFilter<H>) {
+        bump(&self.shard().creates_at_ceiling);
+        if self.rebuilds.first_at_ceiling() {
+            eprintln!(
+                "cuckoo-guard: the filter reached its memory ceiling ({} bytes): creates go on \
+                 without a copy and lookups the filter misses pass to the store until a rebuild \
+                 fits (counted in GuardStats::passed_at_ceiling)",
+                filter.max_memory().unwrap_or(0)
+            );
+        }
     }
 
     /// Create step 2: keep the copies for a create; remove them again for an update or a
@@ -958,6 +1102,7 @@ impl<H: BuildHasher> GuardCore<H> {
         let passed = sum(|s| &s.passed);
         let warming = sum(|s| &s.warming);
         let fail_open = sum(|s| &s.fail_open);
+        let at_ceiling = sum(|s| &s.passed_at_ceiling);
         let false_positives = sum(|s| &s.false_positives);
         let passed_absent = sum(|s| &s.memo_hits) + sum(|s| &s.coalesced_absent);
         let shadow_would_block = sum(|s| &s.shadow_would_block);
@@ -968,10 +1113,13 @@ impl<H: BuildHasher> GuardCore<H> {
         let log = self.rebuilds.snapshot();
         let growth_steps = filter.growth_steps();
         GuardStats {
-            lookups: blocked + passed + warming + fail_open + shadow_would_block,
+            lookups: blocked + passed + warming + fail_open + at_ceiling + shadow_would_block,
             blocked,
-            passed: passed + warming + fail_open,
+            passed: passed + warming + fail_open + at_ceiling,
             passed_failing_open: fail_open,
+            passed_at_ceiling: at_ceiling,
+            creates_at_ceiling: sum(|s| &s.creates_at_ceiling),
+            at_ceiling: filter.generation.lacks_keys(),
             fleet_creates_applied: sum(|s| &s.applied_creates),
             fleet_deletes_applied: sum(|s| &s.applied_deletes),
             passed_while_warming: warming,
@@ -1037,6 +1185,9 @@ mod loom_fleet_tests;
 
 #[cfg(all(test, cuckoo_loom))]
 mod loom_rebuild_tests;
+
+#[cfg(all(test, cuckoo_loom))]
+mod loom_ceiling_tests;
 
 #[cfg(all(test, not(cuckoo_loom)))]
 mod tests {

@@ -92,6 +92,17 @@
 //! paths is refused the same way, with [`GuardError::FilterContended`]: rare, and worth a
 //! retry rather than a bigger filter.
 //!
+//! A filter at its memory ceiling ([`Builder::max_memory`](crate::Builder::max_memory)) is
+//! different: the guard takes the create without a copy, and from then on passes every lookup
+//! that filter misses to the store ([`Admission::FailOpen`], counted in
+//! [`GuardStats::passed_at_ceiling`], reported once on standard error), so no row is hidden
+//! and no create refused. The first write that finds the filter so starts an automatic
+//! rebuild ([`RebuildReason::MemoryLimit`]) sized for its keys and the creates it lacks, under
+//! the ceiling; the rebuild's filter answers "absent" again. While the store holds more keys
+//! than fit under the ceiling, no rebuild fits (each failure waits longer before the next),
+//! and lookups go on passing to the store. A seal refuses such a filter
+//! ([`GuardError::AtCeiling`]).
+//!
 //! # Restart from a sealed snapshot
 //!
 //! A guard that restarts would scan its store again. [`CacheGuard::seal`] (and
@@ -223,6 +234,10 @@ pub enum GuardError<E> {
     /// [`CacheGuard::seal`] was called on a guard whose store keeps no seal
     /// ([`Store::SEALS`]).
     SealUnsupported,
+    /// [`CacheGuard::seal`] found the filter at its memory ceiling, holding no copy of some
+    /// created keys ([`GuardStats::at_ceiling`]): a file of it would miss them, so none was
+    /// written (the seal it wrote names no file). A rebuild that fits ends this.
+    AtCeiling,
     /// The guard's fleet refused the operation (feature `fleet`): a create the coordinator
     /// could not announce, or whose acknowledgements did not arrive in time, was refused
     /// before the store was touched; a rebuild that could not read the coordinator stopped.
@@ -288,6 +303,11 @@ impl<E: fmt::Display> fmt::Display for GuardError<E> {
                     "the guard's store keeps no seal, so its snapshots cannot be sealed"
                 )
             }
+            GuardError::AtCeiling => write!(
+                f,
+                "the guard's filter is at its memory ceiling and holds no copy of some keys; \
+                 no snapshot was written"
+            ),
             GuardError::Fleet(e) => write!(f, "{e}"),
         }
     }
@@ -304,6 +324,7 @@ impl<E: std::error::Error + 'static> std::error::Error for GuardError<E> {
             GuardError::Fleet(e) => Some(e),
             GuardError::FilterContended
             | GuardError::SealUnsupported
+            | GuardError::AtCeiling
             | GuardError::WarmUpRunning
             | GuardError::InvalidPageSize
             | GuardError::Warming
@@ -345,6 +366,18 @@ pub struct GuardStats {
     /// not vouch for its filter ([`Admission::FailOpen`]): its lease lapsed, it was catching
     /// up or rebuilding, or the coordinator was unreachable.
     pub passed_failing_open: u64,
+    /// Of `passed`, lookups the filter ruled out but sent to the store ([`Admission::FailOpen`])
+    /// because the filter reached its memory ceiling
+    /// ([`Builder::max_memory`](crate::Builder::max_memory)) and holds no copy of some keys
+    /// created since ([`creates_at_ceiling`](Self::creates_at_ceiling)). They end with a
+    /// rebuild that fits.
+    pub passed_at_ceiling: u64,
+    /// Creates the guard took at the memory ceiling with no copy in its filter (or in a
+    /// rebuild's next filter): each makes that filter pass every lookup it misses to the store.
+    pub creates_at_ceiling: u64,
+    /// Whether the current filter holds no copy of some created keys (it reached its memory
+    /// ceiling): lookups it misses pass to the store until a rebuild fits.
+    pub at_ceiling: bool,
     /// Creates other members of the guard's fleet announced, applied to its filters.
     pub fleet_creates_applied: u64,
     /// Deletes other members of the guard's fleet announced, applied (a copy removed, or

@@ -381,6 +381,10 @@ pub enum RebuildReason {
     StaleCopies,
     /// Overflow bits passed the policy's share.
     OverflowBits,
+    /// The filter reached its memory ceiling
+    /// ([`Builder::max_memory`](crate::Builder::max_memory)) and holds no copy of some
+    /// created keys: until a rebuild fits, lookups it misses pass to the store.
+    MemoryLimit,
 }
 
 impl fmt::Display for RebuildReason {
@@ -391,6 +395,7 @@ impl fmt::Display for RebuildReason {
             RebuildReason::Growth => "the filter grew",
             RebuildReason::StaleCopies => "stale copies passed the share",
             RebuildReason::OverflowBits => "overflow bits passed the share",
+            RebuildReason::MemoryLimit => "the filter reached its memory ceiling",
         })
     }
 }

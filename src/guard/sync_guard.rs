@@ -215,7 +215,8 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// cannot be written;
     /// [`GuardError::Snapshot`] if the file cannot be (the seal then names no file, and no
     /// restart trusts it), or if the operating system gives no random bytes for the seal's
-    /// secret ([`SealSecret`](super::SealSecret)).
+    /// secret ([`SealSecret`](super::SealSecret)); [`GuardError::AtCeiling`] if the filter is
+    /// at its memory ceiling and holds no copy of some created keys (no file is written).
     ///
     /// # Examples
     ///
@@ -246,6 +247,7 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
             },
             |file| file.write(|filter| snapshot::write_file(filter, path.as_ref(), Some(&secret))),
         )?
+        .ok_or(GuardError::AtCeiling)?
         .map_err(GuardError::Snapshot)?;
         Ok(Sealed {
             seal: secret.id(),
@@ -837,7 +839,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
 
     /// The guard's current filter, for inspection (a rebuild may replace it; the handle keeps
     /// the one it has alive). Writing to it directly breaks the consistency rules; go through
-    /// the guard.
+    /// the guard. Ask the guard, not this filter, whether a key may exist: at its memory
+    /// ceiling the filter holds no copy of some created keys ([`GuardStats::at_ceiling`]),
+    /// and only the guard knows to pass those lookups to the store.
     ///
     /// # Examples
     ///

@@ -98,6 +98,31 @@ pub(crate) fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static
     census.assert_seen(what);
 }
 
+/// A loom builder at `LOOM_MAX_PREEMPTIONS` (as `loom::model` reads it), capped at `bound`.
+pub(crate) fn bounded(bound: usize) -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.map_or(bound, |b| b.min(bound)));
+    builder
+}
+
+/// Runs `model` under [`bounded`]`(bound)` with a fresh census, then asserts the census saw
+/// `what`.
+pub(crate) fn explore_at(bound: usize, what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
+    explore_with(bounded(bound), what, model);
+}
+
+/// Runs `model` under `builder` with a fresh census, then asserts the census saw `what`.
+pub(crate) fn explore_with(
+    builder: loom::model::Builder,
+    what: &str,
+    model: impl Fn(Census) + Send + Sync + 'static,
+) {
+    let census = Census::default();
+    let c = census.clone();
+    builder.check(move || model(c.clone()));
+    census.assert_seen(what);
+}
+
 impl Census {
     pub(crate) fn saw(&self, reached: bool) {
         if reached {

@@ -63,11 +63,32 @@
 // Without the `fleet` feature only lookups use this module (a guard alone never joins).
 #![cfg_attr(not(feature = "fleet"), allow(dead_code))]
 
-use super::{Admission, Generation, GuardCore};
+use super::{Admission, Generation, GuardCore, Lookup};
 use crate::sharded::bump;
 use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
 use crate::InsertError;
 use std::hash::{BuildHasher, Hash};
+
+/// What a lookup of a warm guard answered, and why: kept apart for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Pass,
+    Blocked,
+    /// [fleet.F1]: the member cannot vouch for its filter.
+    FailOpen,
+    /// [guard.R4]: the filter missed, but it lacks keys created at its memory ceiling.
+    Ceiling,
+}
+
+impl Decision {
+    fn admission(self) -> Admission {
+        match self {
+            Decision::Pass => Admission::Pass,
+            Decision::Blocked => Admission::Blocked,
+            Decision::FailOpen | Decision::Ceiling => Admission::FailOpen,
+        }
+    }
+}
 
 /// The word of a guard that is in no fleet: lookups answer from the filter alone.
 const ALONE: u64 = 0;
@@ -353,62 +374,79 @@ impl<H: BuildHasher> GuardCore<H> {
     /// [fleet.F1] A lookup of a warm guard, counted.
     #[inline]
     pub(super) fn admit_warm<K: Hash + ?Sized>(&self, key: &K) -> Admission {
-        let admission = self.decide_warm(key);
+        let decision = self.decide(key);
+        self.count(decision);
+        decision.admission()
+    }
+
+    /// Counts one lookup's decision.
+    #[inline]
+    fn count(&self, decision: Decision) {
         let shard = self.shard();
-        bump(match admission {
-            Admission::Pass => &shard.passed,
-            Admission::Blocked => &shard.blocked,
-            _ => &shard.fail_open,
+        bump(match decision {
+            Decision::Pass => &shard.passed,
+            Decision::Blocked => &shard.blocked,
+            Decision::FailOpen => &shard.fail_open,
+            Decision::Ceiling => &shard.passed_at_ceiling,
         });
-        admission
     }
 
     /// [fleet.F1] for a batch of lookups of a warm guard, counted: the fleet word loaded once
     /// before the filter reads, one `contains_many`, and each key the filter missed checked
-    /// against the lease after the reads, as [`decide_warm`](Self::decide_warm) checks one.
+    /// against the generation's mark ([guard.R4]) and the lease after the reads, as
+    /// [`decide_warm`](Self::decide_warm) checks one.
     pub(super) fn admit_warm_many<K: Hash>(&self, keys: &[K]) -> Vec<Admission> {
         // ORDERING: SeqCst; [fleet.F1] first load, before the filter reads.
         let word = self.fleet.word.load(Ordering::SeqCst);
-        let mut admissions = vec![Admission::FailOpen; keys.len()];
+        let mut decisions = vec![Decision::FailOpen; keys.len()];
         if word & MEMBER == 0 || word & SERVING != 0 {
             let mut found = vec![false; keys.len()];
-            self.filter_contains_many(keys, &mut found);
-            let serving =
-                found.contains(&false) && (word == ALONE || self.fleet_still_serving(word));
-            for (admission, found) in admissions.iter_mut().zip(found) {
+            let lacks = self.filter_contains_many(keys, &mut found);
+            let serving = found.contains(&false)
+                && !lacks
+                && (word == ALONE || self.fleet_still_serving(word));
+            for (decision, found) in decisions.iter_mut().zip(found) {
                 if found {
-                    *admission = Admission::Pass;
+                    *decision = Decision::Pass;
+                } else if lacks {
+                    *decision = Decision::Ceiling;
                 } else if serving {
-                    *admission = Admission::Blocked;
+                    *decision = Decision::Blocked;
                 }
             }
         }
-        let shard = self.shard();
-        for admission in &admissions {
-            bump(match admission {
-                Admission::Pass => &shard.passed,
-                Admission::Blocked => &shard.blocked,
-                _ => &shard.fail_open,
-            });
-        }
-        admissions
+        decisions
+            .into_iter()
+            .map(|decision| {
+                self.count(decision);
+                decision.admission()
+            })
+            .collect()
     }
 
     /// [fleet.F1] A lookup of a warm guard, not counted.
     #[inline]
     pub(super) fn decide_warm<K: Hash + ?Sized>(&self, key: &K) -> Admission {
+        self.decide(key).admission()
+    }
+
+    /// [fleet.F1] and [guard.R4]: what a lookup of a warm guard answers, and why.
+    #[inline]
+    fn decide<K: Hash + ?Sized>(&self, key: &K) -> Decision {
         // ORDERING: SeqCst; [fleet.F1] first load, before the filter read.
         let word = self.fleet.word.load(Ordering::SeqCst);
         if word & MEMBER != 0 && word & SERVING == 0 {
-            return Admission::FailOpen;
+            return Decision::FailOpen;
         }
-        if self.filter_contains(key) {
-            return Admission::Pass;
+        match self.filter_lookup(key) {
+            Lookup::Found => return Decision::Pass,
+            Lookup::Uncovered => return Decision::Ceiling,
+            Lookup::Missed => {}
         }
         if word != ALONE && !self.fleet_still_serving(word) {
-            return Admission::FailOpen;
+            return Decision::FailOpen;
         }
-        Admission::Blocked
+        Decision::Blocked
     }
 
     /// [fleet.F1] After a filter read that missed: the deadline has not passed and the word

@@ -23,6 +23,7 @@ use super::loom_tests::{core, Core, Keyed, J, K};
 use super::{Broken, GuardCore};
 use crate::guard::{RebuildPolicy, RebuildReason, Written};
 use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
+pub(super) use crate::table::loom_tests::{bounded, explore_at};
 use crate::table::loom_tests::{explore, Census};
 use crate::{CuckooFilter, Growth};
 
@@ -184,22 +185,6 @@ fn assert_own_copies(core: &Core) {
         core.filter().count(&K) >= 2,
         "the filter misses a key the store holds: `J` and `K` share one copy"
     );
-}
-
-/// A loom builder at `LOOM_MAX_PREEMPTIONS` (as `loom::model` reads it), capped at `bound`.
-pub(super) fn bounded(bound: usize) -> loom::model::Builder {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(builder.preemption_bound.map_or(bound, |b| b.min(bound)));
-    builder
-}
-
-/// Runs `model` under [`bounded`]`(bound)` with a fresh census, then asserts the census saw
-/// `what`.
-pub(super) fn explore_at(bound: usize, what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
-    let census = Census::default();
-    let c = census.clone();
-    bounded(bound).check(move || model(c.clone()));
-    census.assert_seen(what);
 }
 
 /// The census flag of a model, shared with its actors.

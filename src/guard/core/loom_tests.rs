@@ -17,7 +17,7 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 use super::{Broken, GuardCore};
-use crate::guard::{RebuildPolicy, RebuildReason, Written};
+use crate::guard::{GuardError, RebuildPolicy, RebuildReason, Written};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::table::loom_tests::{explore, Census};
 use crate::{CuckooFilter, Growth};
@@ -621,7 +621,22 @@ pub(super) fn seal<T>(
     write_seal: impl Fn(),
     snapshot: impl FnOnce(&CuckooFilter<Keyed>) -> T,
 ) -> T {
-    let turn = core.begin_seal::<()>().expect("a warm core seals");
+    try_seal(core, driver, write_seal, snapshot).expect("the model's filter is not at its ceiling")
+}
+
+/// [`seal`], or `None` if the seal wrote no file: the filter was marked at its memory ceiling
+/// ([seal.I5]).
+pub(super) fn try_seal<T>(
+    core: &Core,
+    driver: Driver,
+    write_seal: impl Fn(),
+    snapshot: impl FnOnce(&CuckooFilter<Keyed>) -> T,
+) -> Option<T> {
+    let turn = match core.begin_seal::<()>() {
+        Ok(turn) => turn,
+        Err(GuardError::AtCeiling) => return None,
+        Err(error) => panic!("a warm core seals: {error:?}"),
+    };
     let write_seal = &write_seal;
     match driver {
         Driver::Sync => super::seal_blocking(

@@ -24,7 +24,7 @@ use super::{Filters, Generation, GuardCore};
 use crate::guard::{GuardError, RebuildPolicy, RebuildReason, RebuildReport};
 use crate::sharded::bump_and_get;
 use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
-use crate::InsertError;
+use crate::{BuildError, InsertError};
 
 /// Writes between two checks of the load and stale-copy triggers (growth is checked on each).
 const CHECK_EVERY: u64 = 64;
@@ -61,6 +61,8 @@ struct Log {
     skipped: u64,
     /// Whether a skip was reported on standard error.
     skip_reported: bool,
+    /// Whether reaching the memory ceiling was reported on standard error ([guard.R4]).
+    ceiling_reported: bool,
     last: Option<RebuildReport>,
     last_error: Option<String>,
     retired_growth_steps: u64,
@@ -150,6 +152,11 @@ impl RebuildLog {
         self.lock().undrained = Some(phase);
     }
 
+    /// [guard.R4] Whether this is the first create at the memory ceiling (to report once).
+    pub(crate) fn first_at_ceiling(&self) -> bool {
+        !std::mem::replace(&mut self.lock().ceiling_reported, true)
+    }
+
     /// Counts `n` stale copies for the stale-share trigger.
     pub(crate) fn add_stale(&self, n: u64) {
         // ORDERING: Relaxed; a statistic for the trigger, publishes nothing.
@@ -168,13 +175,14 @@ impl RebuildLog {
     }
 
     pub(crate) fn snapshot(&self) -> LogSnapshot {
+        // ORDERING: Relaxed; a statistic. Loaded before the lock, as in `finish`.
+        let running = self.running.load(Ordering::Relaxed);
         let log = self.lock();
         LogSnapshot {
             rebuilds: log.rebuilds,
             failed: log.failed,
             skipped: log.skipped,
-            // ORDERING: Relaxed; a statistic.
-            running: self.running.load(Ordering::Relaxed),
+            running,
             last: log.last.clone(),
             last_error: log.last_error.clone(),
             retired_growth_steps: log.retired_growth_steps,
@@ -255,9 +263,12 @@ impl<H: BuildHasher> GuardCore<H> {
             return None;
         }
         let filter = &filters.current.filter;
-        // Growth is checked on every write: a negative reads every table.
+        // Growth is checked on every write: a negative reads every table. So is the mark
+        // ([guard.R4]): while it is set, every lookup the filter misses reads the store.
         let tables = filter.growth_steps().saturating_add(1);
-        let reason = if tables > policy.max_tables_value() {
+        let reason = if filters.current.lacks_keys() {
+            RebuildReason::MemoryLimit
+        } else if tables > policy.max_tables_value() {
             RebuildReason::Growth
         } else if writes % CHECK_EVERY != 0 {
             return None;
@@ -337,14 +348,38 @@ impl<H: BuildHasher> GuardCore<H> {
         let filters = self.filters.load(Ordering::Acquire, &pin);
         let current = Arc::clone(&filters.current);
         let len_before = current.filter.len();
+        // [guard.R4]: the creates a filter at its ceiling holds no copy of need room too.
+        let lacking = usize::try_from(current.uncovered()).unwrap_or(usize::MAX);
         let capacity = rebuild_capacity(
-            len_before,
+            len_before.saturating_add(lacking),
             self.rebuilds.policy.headroom_value(),
             self.rebuilds.min_capacity,
         );
-        let filter = match self.fresh_hasher(&current.filter) {
-            Some((hasher, keys)) => current.filter.sibling_hashed_by(capacity, hasher, keys),
+        let hasher = self.fresh_hasher(&current.filter);
+        let build = |capacity: usize| match &hasher {
+            Some((hasher, keys)) => {
+                current
+                    .filter
+                    .sibling_hashed_by(capacity, hasher.clone(), *keys)
+            }
             None => current.filter.sibling(capacity),
+        };
+        let filter = match build(capacity) {
+            // Past the memory ceiling: the largest first table under it, which holds about
+            // as many keys as the current filter's tables together, and which the scan fills
+            // (or which stops the rebuild at the ceiling).
+            Err(BuildError::MemoryLimit { .. }) => {
+                let (mut fits, mut over) = (0, capacity);
+                while over - fits > 1 {
+                    let mid = fits + (over - fits) / 2;
+                    match build(mid) {
+                        Err(BuildError::MemoryLimit { .. }) => over = mid,
+                        _ => fits = mid,
+                    }
+                }
+                build(fits.max(1))
+            }
+            built => built,
         }
         .map_err(GuardError::RebuildFilter)?;
         let (id, undrained) = {
@@ -563,14 +598,26 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
             len_after: self.next.filter.len(),
             capacity_after: self.next.filter.capacity(),
         };
+        // Loaded before the log's lock, under which no atomic operation runs: a loom thread
+        // switch there would block another thread on a real lock ([guard.R4]'s creates take it).
+        let next_marked = self.next.lacks_keys();
+        let retired = self.current.filter.growth_steps() as u64;
+        // ORDERING: Relaxed; a statistic for the trigger.
+        let stale = core.rebuilds.stale.load(Ordering::Relaxed);
         let mut log = core.rebuilds.lock();
         log.rebuilds += 1;
-        log.retired_growth_steps += self.current.filter.growth_steps() as u64;
-        // ORDERING: Relaxed; a statistic for the trigger.
-        log.stale_at_last_rebuild = core.rebuilds.stale.load(Ordering::Relaxed);
+        log.retired_growth_steps += retired;
+        log.stale_at_last_rebuild = stale;
         log.last = Some(report.clone());
-        log.not_before = None;
-        log.backoff = Duration::ZERO;
+        if next_marked {
+            // [guard.R4]: creates met the ceiling in the new filter too; the next automatic
+            // rebuild waits as after a failure, so writes at the ceiling do not scan back to back.
+            log.backoff = (log.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+            log.not_before = Some(Instant::now() + log.backoff);
+        } else {
+            log.not_before = None;
+            log.backoff = Duration::ZERO;
+        }
         drop(log);
         self.finished = true;
         report

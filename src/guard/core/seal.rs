@@ -37,6 +37,10 @@
 //!   stopped rebuild does: the next rebuild waits for it before it flips.
 //! - **[seal.I4]** A driver performs each step as handed out and reports the seal write only
 //!   once it returned; it reads no filter but the [`SealFile`]'s.
+//! - **[seal.I5]** A file is written only from a filter that holds a copy of every created
+//!   key: one marked at its memory ceiling ([guard.R4]) writes none. The mark is loaded at
+//!   [seal.S4], after the drain: a create drained by [seal.S3] marked before it left the gate;
+//!   a later one writes the store after `S`, which clears the seal.
 
 use std::future::Future;
 use std::hash::BuildHasher;
@@ -71,12 +75,20 @@ pub(crate) enum SealStep<H> {
 pub(crate) struct SealFile<H> {
     filter: FilterRef<H>,
     claim: RebuildClaim,
+    /// The loom control `ceiling_sealed`: the mark is not checked.
+    #[cfg(cuckoo_loom)]
+    mark_ignored: bool,
 }
 
 impl<H> SealFile<H> {
-    /// Runs `write` on the filter, then lets the claim go.
-    pub(crate) fn write<T>(self, write: impl FnOnce(&CuckooFilter<H>) -> T) -> T {
-        let written = write(&self.filter);
+    /// Runs `write` on the filter, then lets the claim go; `None`, writing nothing, if the
+    /// filter lacks keys created at its memory ceiling ([seal.I5]).
+    pub(crate) fn write<T>(self, write: impl FnOnce(&CuckooFilter<H>) -> T) -> Option<T> {
+        #[cfg(cuckoo_loom)]
+        let refused = self.filter.generation.lacks_keys() && !self.mark_ignored;
+        #[cfg(not(cuckoo_loom))]
+        let refused = self.filter.generation.lacks_keys();
+        let written = (!refused).then(|| write(&self.filter));
         drop(self.claim);
         written
     }
@@ -107,6 +119,15 @@ impl<H: BuildHasher> GuardCore<H> {
     pub(crate) fn begin_seal<E>(&self) -> Result<SealTurn<'_, H>, GuardError<E>> {
         if !self.is_ready() {
             return Err(GuardError::Warming);
+        }
+        // [seal.I5] decides at [seal.S4]; this early look spares a filter already marked the
+        // seal write, which would end every older file's trust for no new one.
+        #[cfg(cuckoo_loom)]
+        let checked = !self.broken.ceiling_sealed;
+        #[cfg(not(cuckoo_loom))]
+        let checked = true;
+        if checked && self.filter().generation.lacks_keys() {
+            return Err(GuardError::AtCeiling);
         }
         Ok(SealTurn {
             core: self,
@@ -152,6 +173,8 @@ impl<H: BuildHasher> SealTurn<'_, H> {
                     return SealStep::WriteFile(SealFile {
                         filter: self.core.filter(),
                         claim,
+                        #[cfg(cuckoo_loom)]
+                        mark_ignored: self.core.broken.ceiling_sealed,
                     });
                 }
                 #[cfg(cuckoo_loom)]

@@ -13,7 +13,7 @@ use loom::thread;
 
 use super::{Broken, Memo, Probe};
 use crate::guard::Admission;
-use crate::table::loom_tests::{explore, Census};
+use crate::table::loom_tests::{bounded, explore, explore_at, Census};
 
 const K: u64 = 7;
 
@@ -709,6 +709,10 @@ enum Write {
     BypassThenRebuild,
 }
 
+/// The preemption bound of [`follower_races_a_write`]: three actors, and each race it asks for
+/// takes two (the leader's read before the write, the follower's join after it).
+const WRITE_RACE_BOUND: usize = 3;
+
 /// [memo.C2], [memo.C3]: a lookup of `K` (the leader, in most interleavings) races `write`, and
 /// a second lookup notes whether the write (and for `BypassThenRebuild`, the clear) had
 /// returned before it began. One that began after must see the write, whichever read it took
@@ -763,15 +767,17 @@ fn follower_races_a_write(broken: Broken, write: Write, census: Census) {
 
 #[test]
 fn loom_memo_a_coalesced_lookup_never_misses_a_create_that_returned_before_it() {
-    explore("a lookup that joined another's store read", |census| {
-        follower_races_a_write(Broken::default(), Write::Create, census)
-    });
+    explore_at(
+        WRITE_RACE_BOUND,
+        "a lookup that joined another's store read",
+        |census| follower_races_a_write(Broken::default(), Write::Create, census),
+    );
 }
 
 #[test]
 #[should_panic(expected = "missed a write that returned before it began")]
 fn loom_memo_control_flight_kept() {
-    loom::model(|| {
+    bounded(WRITE_RACE_BOUND).check(|| {
         follower_races_a_write(
             Broken {
                 flight_kept: true,
@@ -785,15 +791,17 @@ fn loom_memo_control_flight_kept() {
 
 #[test]
 fn loom_memo_a_coalesced_lookup_never_returns_a_row_deleted_before_it() {
-    explore("a lookup that joined another's store read", |census| {
-        follower_races_a_write(Broken::default(), Write::Delete, census)
-    });
+    explore_at(
+        WRITE_RACE_BOUND,
+        "a lookup that joined another's store read",
+        |census| follower_races_a_write(Broken::default(), Write::Delete, census),
+    );
 }
 
 #[test]
 #[should_panic(expected = "missed a write that returned before it began")]
 fn loom_memo_control_flight_kept_by_a_delete() {
-    loom::model(|| {
+    bounded(WRITE_RACE_BOUND).check(|| {
         follower_races_a_write(
             Broken {
                 flight_kept: true,
@@ -807,15 +815,17 @@ fn loom_memo_control_flight_kept_by_a_delete() {
 
 #[test]
 fn loom_memo_a_rebuild_clear_ends_coalescing_on_reads_from_before_it() {
-    explore("a lookup that joined another's store read", |census| {
-        follower_races_a_write(Broken::default(), Write::BypassThenRebuild, census)
-    });
+    explore_at(
+        WRITE_RACE_BOUND,
+        "a lookup that joined another's store read",
+        |census| follower_races_a_write(Broken::default(), Write::BypassThenRebuild, census),
+    );
 }
 
 #[test]
 #[should_panic(expected = "missed a write that returned before it began")]
 fn loom_memo_control_rebuild_flight_kept() {
-    loom::model(|| {
+    bounded(WRITE_RACE_BOUND).check(|| {
         follower_races_a_write(
             Broken {
                 rebuild_flight_kept: true,
