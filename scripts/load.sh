@@ -13,7 +13,7 @@
 # starts two instances over PostgreSQL as one fleet (Redis at REDIS_URL coordinates them) and
 # drives both at once with half the connections each; full runs fail on the same 1% bound,
 # short runs report it. Then readers of existing ids alone and beside an attacker, with the
-# layer's throttle; and the attack mix open-loop with oha at fixed rates (80% of what the
+# layer's throttle, closed-loop (wrk) and open-loop (oha, both at fixed rates); and the attack mix open-loop with oha at fixed rates (80% of what the
 # unguarded PostgreSQL run served, and twice that), with and without the layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -226,8 +226,46 @@ throttle_run() {
         "$base" >"$work/readers_attacked"
     wait "$attacker"
     s2=$(curl -sf "$admin/stats")
+    # Open loop: the readers at half the rate they reached alone, alone and then beside the
+    # attacker at the same fixed rate, so that neither takes the other's CPU by sending
+    # faster (closed-loop, a client sends as fast as the machine lets it).
+    local rate s3 s4
+    rate=$(awk '/^Requests\/sec:/ {printf "%d", $2 / 2}' "$work/readers_alone")
+    local readers=(oha -z "${EXTRA}s" -q "$rate" -c "$half" --latency-correction --no-tui
+        --output-format json -H "X-Forwarded-For: 198.51.100.1"
+        --rand-regex-url "$base/users/[1-9][0-9]{0,3}")
+    "${readers[@]}" >"$work/open_readers_alone"
+    s3=$(curl -sf "$admin/stats")
+    oha -z "${EXTRA}s" -q "$rate" -c "$half" --no-tui --output-format json \
+        -H "X-Forwarded-For: 203.0.113.9" --rand-regex-url "$base/users/1[0-9]{9}" \
+        >"$work/open_attacker" &
+    attacker=$!
+    "${readers[@]}" >"$work/open_readers_attacked"
+    wait "$attacker"
+    s4=$(curl -sf "$admin/stats")
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     pids=()
+    local open_line
+    open_line=$(python3 - "$work/open_readers_alone" "$work/open_readers_attacked" "$work/open_attacker" \
+        "$rate" "$(( $(stat_of "$s3" get) - $(stat_of "$s2" get) ))" \
+        "$(( $(stat_of "$s4" get) - $(stat_of "$s3" get) ))" "$EXTRA" <<'PY'
+import json, sys
+alone, attacked, attacker = (json.load(open(path)) for path in sys.argv[1:4])
+rate, q_alone, q_attacked, duration = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
+served = lambda j: j["summary"]["requestsPerSec"]
+ms = lambda j, key: 1000 * (j["latencyPercentiles"].get(key) or 0)
+codes = attacker.get("statusCodeDistribution", {})
+sent = sum(codes.values())
+throttled = codes.get("429", 0)
+print("Open loop, readers at %d requests/s: alone %.0f served, p50 %.2f ms, p99 %.2f ms, %.1f DB queries/s; "
+      "beside an attacker at %d requests/s from one client: %.0f served (%.3fx), p50 %.2f ms, p99 %.2f ms (%.2fx), "
+      "%.1f DB queries/s; %d of the attacker's %d requests (%.1f%%) answered 429." % (
+    rate, served(alone), ms(alone, "p50"), ms(alone, "p99"), q_alone / duration,
+    rate, served(attacked), served(attacked) / served(alone), ms(attacked, "p50"), ms(attacked, "p99"),
+    ms(attacked, "p99") / max(ms(alone, "p99"), 1e-9), q_attacked / duration,
+    throttled, sent, 100.0 * throttled / max(sent, 1)))
+PY
+)
     local rps_alone rps_attacked p99_alone p99_attacked attacks throttled q_alone q_attacked
     rps_alone=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_alone")
     rps_attacked=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_attacked")
@@ -240,6 +278,7 @@ throttle_run() {
     throttle_line=$(awk -v ra="$rps_alone" -v rb="$rps_attacked" -v pa="$p99_alone" -v pb="$p99_attacked" \
         -v n="$attacks" -v t="$throttled" -v qa="$q_alone" -v qb="$q_attacked" -v d="$EXTRA" \
         'BEGIN { printf "Readers of existing ids over PostgreSQL with the throttle (--throttle-by x-forwarded-for): alone %.0f requests/s, p99 %s, %.1f DB queries/s; beside an attacker asking for absent ids from one client: %.0f requests/s (%.2fx), p99 %s, %.1f DB queries/s; the attacker sent %d requests, %d (%.1f%%) answered 429.", ra, pa, qa / d, rb, rb / ra, pb, qb / d, n, t, (n > 0 ? 100 * t / n : 0) }')
+    throttle_line="$throttle_line $open_line"
     echo "    $throttle_line"
     if [ "$throttled" -le 0 ]; then
         echo "error: the attacker was never throttled" >&2

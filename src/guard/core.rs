@@ -151,9 +151,10 @@ impl<H> Generation<H> {
     }
 
     /// [guard.R4] Marks this filter as lacking one more create's key.
-    fn mark_uncovered(&self) {
+    pub(crate) fn mark_uncovered(&self) {
         // ORDERING: SeqCst; [guard.R4] the mark, before the create's store write (program
-        // order), so every lookup that begins after the create returned reads it.
+        // order), or before the member acknowledges a remote create ([fleet.F4]), so every
+        // lookup that begins after the create returned reads it.
         self.uncovered.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -534,7 +535,7 @@ pub(crate) struct Broken {
     pub(crate) delete_ignores_scan: bool,
     /// [fleet.F7]: a create checks the sealed flag before it enters the gate.
     pub(crate) sealed_checked_before_gate: bool,
-    /// [guard.R4]: a create at the memory ceiling marks no filter.
+    /// [guard.R4]: a create at the memory ceiling, local or applied ([fleet.F4]), marks no filter.
     pub(crate) ceiling_unmarked: bool,
     /// [guard.R4]: a create at the memory ceiling marks the current filter only, never a next one
     /// it could not insert into.
@@ -874,7 +875,7 @@ impl<H: BuildHasher> GuardCore<H> {
 
     /// [guard.R4] A create taken without a copy in a filter at its memory ceiling: counted, and
     /// reported on standard error the first time.
-    fn create_at_ceiling(&self, filter: &CuckooFilter<H>) {
+    pub(crate) fn create_at_ceiling(&self, filter: &CuckooFilter<H>) {
         bump(&self.shard().creates_at_ceiling);
         if self.rebuilds.first_at_ceiling() {
             eprintln!(

@@ -19,7 +19,8 @@
 //! - **[fleet.F4] A create announced by another guard** loads the filters (`SeqCst`) and
 //!   inserts into the current filter and a pending next one, each hashed by its own hasher,
 //!   even if the filter already reports the key (an update's create: the copy is counted
-//!   stale, for the rebuild policy). The member acknowledges the entry's
+//!   stale, for the rebuild policy). A filter at its memory ceiling is marked instead, as a
+//!   local create marks it ([guard.R4]). The member acknowledges the entry's
 //!   position only after this returned.
 //! - **[fleet.F5] A delete announced by another guard** removes a copy only from the
 //!   current generation, and only if that generation's scan ended before the delete began:
@@ -482,17 +483,46 @@ impl<H: BuildHasher> GuardCore<H> {
         // copy all the same ([fleet.F4]); counted as stale, so the rebuild policy reclaims
         // the slots.
         let duplicate = filters.current.filter.contains_hash(hash);
-        filters.current.filter.insert_hash(hash)?;
+        // [guard.R4]: a filter at its memory ceiling is marked instead, before the member
+        // acknowledges, as a local create marks it before its store write.
+        let lacks = |inserted: Result<(), InsertError>| match inserted {
+            Ok(()) => Ok(false),
+            Err(InsertError::MemoryLimit { .. }) => Ok(true),
+            Err(error) => Err(error),
+        };
+        let current_lacks = lacks(filters.current.filter.insert_hash(hash))?;
+        let mut next_lacks = None;
         if let Some(next) = &filters.next {
             #[cfg(cuckoo_loom)]
             if self.broken.apply_skips_next {
                 bump(&self.shard().applied_creates);
                 return Ok(());
             }
-            if let Err(error) = next.filter.insert_hash(next.filter.hash_key(key)) {
-                filters.current.filter.remove_hash(hash);
-                return Err(error);
+            match lacks(next.filter.insert_hash(next.filter.hash_key(key))) {
+                Ok(false) => {}
+                Ok(true) => next_lacks = Some(next),
+                Err(error) => {
+                    if !current_lacks {
+                        filters.current.filter.remove_hash(hash);
+                    }
+                    return Err(error);
+                }
             }
+        }
+        #[cfg(cuckoo_loom)]
+        let (current_lacks, next_lacks) = if self.broken.ceiling_unmarked {
+            (false, None)
+        } else {
+            (current_lacks, next_lacks)
+        };
+        if current_lacks {
+            filters.current.mark_uncovered();
+        }
+        if let Some(next) = next_lacks {
+            next.mark_uncovered();
+        }
+        if current_lacks || next_lacks.is_some() {
+            self.create_at_ceiling(&filters.current.filter);
         }
         bump(&self.shard().applied_creates);
         if duplicate {

@@ -1,4 +1,5 @@
-//! Loom models of a create at the memory ceiling ([guard.R4] in the core, [seal.I5] in `seal`).
+//! Loom models of a create at the memory ceiling ([guard.R4] in the core, [seal.I5] in `seal`,
+//! [fleet.F4] in `fleet`).
 //!
 //! Every actor is a spawned thread; the main thread only sets up, joins and asserts. The
 //! filters are the small filters of `loom_tests`, allowed to grow but capped at their first
@@ -12,6 +13,7 @@ use loom::thread;
 use super::loom_tests::{try_seal, Core, Driver, Keyed, K};
 use super::{Admission, Broken, GuardCore};
 use crate::guard::{RebuildPolicy, RebuildReason, Written};
+use crate::sync::{pin, AtomicBool, Ordering};
 use crate::table::loom_tests::{bounded, explore_with, Census};
 use crate::CuckooFilter;
 
@@ -100,8 +102,8 @@ fn rebuild(core: &Arc<Core>, store: &Arc<Mutex<Vec<u64>>>) -> thread::JoinHandle
 }
 
 /// A lookup of `K` on its own thread, made once the create returned (if it had when the
-/// lookup began): it must not answer "absent". Returns whether it was made, and whether the
-/// filter it read missed `K` but was marked.
+/// lookup began): it must not answer "absent". Returns whether it was made, and whether it
+/// read a marked filter that missed `K` while a rebuild's next filter was pending.
 fn lookup_after_create(
     core: &Arc<Core>,
     returned: &Arc<Mutex<bool>>,
@@ -111,6 +113,11 @@ fn lookup_after_create(
         if !*returned.lock().unwrap() {
             return (false, false);
         }
+        let pending = {
+            let pin = pin();
+            // ORDERING: Acquire; census only: whether a rebuild's next filter was published.
+            core.filters.load(Ordering::Acquire, &pin).next.is_some()
+        };
         let admission = core.decide_warm(&K);
         assert_ne!(
             admission,
@@ -118,7 +125,7 @@ fn lookup_after_create(
             "false negative: a lookup that began after the create returned ruled its key out"
         );
         // A guard in no fleet fails open only for a marked filter.
-        (true, admission == Admission::FailOpen)
+        (true, pending && admission == Admission::FailOpen)
     })
 }
 
@@ -126,7 +133,8 @@ fn lookup_after_create(
 /// of the eight keys the filter has copies of (the others were deleted behind the guard's
 /// back), so the rebuild fits. A lookup that began after the create returned must not rule `K` out,
 /// whichever filter it reads; once both are done, the rebuilt filter holds `K` and rules out
-/// a key never written. The census asks for a lookup that read the marked filter.
+/// a key never written. The census asks for a lookup that read the marked filter while the
+/// rebuild was pending.
 fn create_at_ceiling_during_rebuild(broken: Broken, census: Census) {
     let core = full_core(broken);
     let store = Arc::new(Mutex::new(FILL[..2].to_vec()));
@@ -158,7 +166,7 @@ fn create_at_ceiling_during_rebuild(broken: Broken, census: Census) {
 fn loom_ceiling_a_create_at_the_ceiling_marks_the_filter_it_could_not_enter() {
     explore_with(
         ceiling(REBUILD_BOUND),
-        "a lookup that read the marked filter",
+        "a lookup of the marked filter mid-rebuild",
         |census| create_at_ceiling_during_rebuild(Broken::default(), census),
     );
 }
@@ -180,7 +188,8 @@ fn loom_ceiling_control_unmarked() {
 /// [guard.R4] A create of `K` meets the ceiling in both filters: the rebuild's scan filled its
 /// next filter (the store holds all eight keys) before the create loads the filters, and the
 /// create races the swap and a lookup. (Creates before the scan are the fitting model's.) Once
-/// both are done, the rebuilt filter, which `K` could not enter, must not rule `K` out.
+/// both are done, the rebuilt filter, which `K` could not enter, must not rule `K` out. The
+/// census asks for a create that loaded both filters before the swap.
 fn create_at_ceiling_into_a_full_next(broken: Broken, census: Census) {
     let core = full_core(broken);
     let store = Arc::new(Mutex::new(FILL.to_vec()));
@@ -213,11 +222,13 @@ fn create_at_ceiling_into_a_full_next(broken: Broken, census: Census) {
             create(&core, &store, &returned);
         })
     };
+    let first = core.filter();
     let looker = lookup_after_create(&core, &returned);
     rebuilder.join().unwrap();
     creator.join().unwrap();
     looker.join().unwrap();
-    census.saw(!core.filter().contains(&K));
+    // The first filter is marked only by a create that loaded it with the next one pending.
+    census.saw(first.generation.lacks_keys() && !core.filter().contains(&K));
     assert_ne!(
         core.decide_warm(&K),
         Admission::Blocked,
@@ -229,7 +240,7 @@ fn create_at_ceiling_into_a_full_next(broken: Broken, census: Census) {
 fn loom_ceiling_a_create_marks_a_next_filter_it_could_not_enter() {
     explore_with(
         ceiling(REBUILD_BOUND),
-        "a swap to a next filter the create could not enter",
+        "a create that loaded both filters before the swap",
         |census| create_at_ceiling_into_a_full_next(Broken::default(), census),
     );
 }
@@ -252,7 +263,7 @@ fn loom_ceiling_control_next_unmarked() {
 /// on every put (one lock). Once both are done, a store whose seal survived must hold no key
 /// the sealed file lacks, and no file may be written from a filter that lacks a key. The
 /// census asks for a seal that survived the create and wrote no file.
-fn create_at_ceiling_during_seal(broken: Broken, census: Census) {
+fn create_at_ceiling_during_seal(broken: Broken, driver: Driver, census: Census) {
     let core = full_core(broken);
     let store = Arc::new(Mutex::new((FILL.to_vec(), None::<u64>)));
     let creator = {
@@ -274,7 +285,7 @@ fn create_at_ceiling_during_seal(broken: Broken, census: Census) {
         thread::spawn(move || {
             try_seal(
                 &core,
-                Driver::Sync,
+                driver,
                 || store.lock().unwrap().1 = Some(1),
                 |filter| filter.contains(&K),
             )
@@ -299,7 +310,16 @@ fn loom_ceiling_a_seal_writes_no_file_of_a_marked_filter() {
     explore_with(
         ceiling(SEAL_BOUND),
         "a surviving seal that wrote no file",
-        |census| create_at_ceiling_during_seal(Broken::default(), census),
+        |census| create_at_ceiling_during_seal(Broken::default(), Driver::Sync, census),
+    );
+}
+
+#[test]
+fn loom_ceiling_an_async_seal_writes_no_file_of_a_marked_filter() {
+    explore_with(
+        ceiling(SEAL_BOUND),
+        "a surviving seal that wrote no file",
+        |census| create_at_ceiling_during_seal(Broken::default(), Driver::Async, census),
     );
 }
 
@@ -312,7 +332,85 @@ fn loom_ceiling_control_sealed() {
                 ceiling_sealed: true,
                 ..Broken::default()
             },
+            Driver::Sync,
             Census::default(),
         )
+    });
+}
+
+/// [fleet.F4] with [guard.R4]: another member's create of `K` reaches a member whose filter is
+/// at its ceiling. The applier applies the entry (a mark) and acknowledges it; the writer waits
+/// for the acknowledgement, then writes the store. A lookup that begins after the write must
+/// not answer "absent". Returns whether the lookup ran after the write.
+fn acknowledged_create_at_ceiling(broken: Broken) -> bool {
+    let core = full_core(broken);
+    core.fleet_join();
+    core.fleet_set_deadline(100);
+    core.fleet_start_serving();
+    let acked = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicBool::new(false));
+    let applier = {
+        let (core, acked) = (Arc::clone(&core), Arc::clone(&acked));
+        thread::spawn(move || {
+            core.apply_create(&K)
+                .expect("a create at the ceiling is applied");
+            // ORDERING: SeqCst; [fleet.M3]: acknowledged after the apply.
+            acked.store(true, Ordering::SeqCst);
+        })
+    };
+    let writer = {
+        let (acked, written) = (Arc::clone(&acked), Arc::clone(&written));
+        thread::spawn(move || {
+            // ORDERING: SeqCst; [fleet.M2]: the store write waits for the acknowledgement.
+            while !acked.load(Ordering::SeqCst) {
+                thread::yield_now();
+            }
+            // ORDERING: SeqCst; the store write.
+            written.store(true, Ordering::SeqCst);
+        })
+    };
+    let reader = {
+        let (core, written) = (Arc::clone(&core), Arc::clone(&written));
+        thread::spawn(move || {
+            // ORDERING: SeqCst; the lookup begins after the write it sees.
+            if !written.load(Ordering::SeqCst) {
+                return false;
+            }
+            assert_ne!(
+                core.admit(&K),
+                Admission::Blocked,
+                "false negative: a member at its ceiling answered \"absent\" for a create it had \
+                 acknowledged"
+            );
+            true
+        })
+    };
+    applier.join().unwrap();
+    writer.join().unwrap();
+    let ran = reader.join().unwrap();
+    assert!(
+        !core.filter().contains(&K),
+        "the member's filter took K: the model is not at the ceiling"
+    );
+    ran
+}
+
+#[test]
+fn loom_ceiling_an_acknowledged_create_at_the_ceiling_is_not_ruled_out() {
+    explore_with(
+        ceiling(SEAL_BOUND),
+        "a lookup after the acknowledged create's write",
+        |census| census.saw(acknowledged_create_at_ceiling(Broken::default())),
+    );
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn loom_ceiling_control_unmarked_by_the_apply() {
+    ceiling(SEAL_BOUND).check(|| {
+        acknowledged_create_at_ceiling(Broken {
+            ceiling_unmarked: true,
+            ..Broken::default()
+        });
     });
 }

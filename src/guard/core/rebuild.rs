@@ -319,6 +319,16 @@ impl<H: BuildHasher> GuardCore<H> {
         }
     }
 
+    /// A rebuild that could not build its next filter: counted as failed, with its error, and
+    /// the next automatic one waits as after any failure.
+    fn rebuild_not_started(&self, error: &BuildError) {
+        let mut log = self.rebuilds.lock();
+        log.failed += 1;
+        log.last_error = Some(format!("the next filter could not be built: {error}"));
+        log.backoff = (log.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+        log.not_before = Some(Instant::now() + log.backoff);
+    }
+
     /// [gate.W3] The gate's flip (or, in a loom negative control, its unfenced variant).
     fn flip(&self) -> usize {
         #[cfg(cuckoo_loom)]
@@ -367,21 +377,35 @@ impl<H: BuildHasher> GuardCore<H> {
         let filter = match build(capacity) {
             // Past the memory ceiling: the largest first table under it, which holds about
             // as many keys as the current filter's tables together, and which the scan fills
-            // (or which stops the rebuild at the ceiling).
-            Err(BuildError::MemoryLimit { .. }) => {
-                let (mut fits, mut over) = (0, capacity);
-                while over - fits > 1 {
-                    let mid = fits + (over - fits) / 2;
-                    match build(mid) {
-                        Err(BuildError::MemoryLimit { .. }) => over = mid,
-                        _ => fits = mid,
+            // (or which stops the rebuild at the ceiling). The search starts from the
+            // capacity scaled down to the ceiling; each probe that fits is kept, so the
+            // filter is not built again.
+            Err(BuildError::MemoryLimit { limit, needed }) => {
+                let scaled = (capacity as f64 * limit as f64 / needed.max(1) as f64) as usize;
+                let (mut fits, mut over) = (None, capacity);
+                let mut low = 0;
+                let mut probe = scaled.clamp(1, capacity.saturating_sub(1).max(1));
+                while over - low > 1 {
+                    match build(probe) {
+                        Ok(filter) => {
+                            low = probe;
+                            fits = Some(filter);
+                        }
+                        // An allocation that failed under the ceiling counts as too large.
+                        Err(_) => over = probe,
                     }
+                    probe = low + (over - low) / 2;
                 }
-                build(fits.max(1))
+                fits.map_or_else(|| build(1), Ok)
             }
             built => built,
         }
-        .map_err(GuardError::RebuildFilter)?;
+        .map_err(|error| {
+            // No turn exists yet to count it: recorded here, with the failure's wait, so
+            // that the writes that trigger rebuilds do not retry it on every call.
+            self.rebuild_not_started(&error);
+            GuardError::RebuildFilter(error)
+        })?;
         let (id, undrained) = {
             let mut log = self.rebuilds.lock();
             log.next_id += 1;
