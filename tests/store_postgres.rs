@@ -27,17 +27,8 @@ async fn store(url: &str, table: &str) -> PostgresStore<i64, String> {
         .unwrap()
 }
 
-/// The test's own connection to the server, beside the store's.
-async fn client(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
-
 async fn count_rows(url: &str, table: &str) -> i64 {
-    client(url)
+    common::pg_client(url)
         .await
         .query_one(&format!("SELECT count(*) FROM \"{table}\""), &[])
         .await
@@ -46,7 +37,7 @@ async fn count_rows(url: &str, table: &str) -> i64 {
 }
 
 async fn drop_table(url: &str, table: &str) {
-    client(url)
+    common::pg_client(url)
         .await
         .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
         .await
@@ -100,7 +91,7 @@ fn get_many_answers_as_get_on_a_domain_key_column() {
     common::runtime().block_on(async {
         let table = common::unique_name("cg_domain");
         let domain = format!("{table}_id");
-        let admin = client(&url).await;
+        let admin = common::pg_client(&url).await;
         admin
             .batch_execute(&format!(
                 "CREATE DOMAIN {domain} AS bigint CHECK (VALUE >= 0); \
@@ -166,12 +157,12 @@ fn sampling_a_large_table_by_block() {
              SELECT g, 'value ' || g FROM generate_series(0, {}) g",
             rows - 1
         );
-        client(&url).await.batch_execute(&fill).await.unwrap();
+        common::pg_client(&url).await.batch_execute(&fill).await.unwrap();
         let all: BTreeSet<i64> = (0..rows).collect();
         for analyzed in [false, true] {
             if analyzed {
                 let analyze = format!("ANALYZE \"{table}\"");
-                client(&url).await.batch_execute(&analyze).await.unwrap();
+                common::pg_client(&url).await.batch_execute(&analyze).await.unwrap();
             }
             let mut tenths = BTreeSet::new();
             for _ in 0..20 {
@@ -226,7 +217,7 @@ fn schema_and_connection_problems_are_clear_errors() {
         );
 
         let table = common::unique_name("cg_loose");
-        client(&url)
+        common::pg_client(&url)
             .await
             .batch_execute(&format!(
                 "CREATE TABLE \"{table}\" (key BIGINT, value TEXT)"
@@ -296,7 +287,7 @@ fn warm_up_loads_existing_rows_and_then_blocks_misses() {
         let table = common::unique_name("cg_warm");
         let store = store(&url, &table).await;
         // 2,500 rows: two full pages of 1,000 and a partial last one.
-        client(&url)
+        common::pg_client(&url)
             .await
             .batch_execute(&format!(
                 "INSERT INTO \"{table}\" (key, value) \

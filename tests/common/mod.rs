@@ -153,6 +153,17 @@ impl Drop for RaiseStop {
 /// The deadline of the shared concurrency checks below (they take seconds).
 const CONCURRENCY_DEADLINE: Duration = Duration::from_secs(240);
 
+/// A test's own connection to the PostgreSQL server at `url`, beside a store's (its
+/// connection task spawned on the current runtime).
+#[cfg(feature = "postgres")]
+pub(crate) async fn pg_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
 /// A tokio runtime with two workers, so spawned tasks really run in parallel.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

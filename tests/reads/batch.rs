@@ -22,6 +22,11 @@ fn value(k: i64) -> String {
     format!("row {k}")
 }
 
+/// The rows every test seeds: the even keys below `ROWS`.
+fn seeded() -> impl Iterator<Item = (i64, String)> {
+    (0..ROWS).step_by(2).map(|k| (k, value(k)))
+}
+
 /// A batch in a scrambled order, with repeats, present and absent keys.
 fn batch() -> Vec<i64> {
     let mut keys: Vec<i64> = (0..ROWS).rev().collect();
@@ -64,8 +69,8 @@ fn sqlite_get_many_asks_the_store_once_for_the_admitted_keys() {
         .create_table_if_missing(true)
         .open()
         .unwrap();
-    for k in (0..ROWS).step_by(2) {
-        Store::put(&rows, &k, &value(k)).unwrap();
+    for (k, v) in seeded() {
+        Store::put(&rows, &k, &v).unwrap();
     }
     let store = Counted::new(rows);
     let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), Arc::clone(&store));
@@ -93,7 +98,7 @@ fn sqlite_get_many_asks_the_store_once_for_the_admitted_keys() {
 
 #[test]
 fn a_store_that_answers_for_the_wrong_number_of_keys_is_asked_key_by_key() {
-    let rows = MemoryStore::from_rows((0..ROWS).step_by(2).map(|k| (k, value(k))));
+    let rows = MemoryStore::from_rows(seeded());
     let store = Counted::with(rows, Duration::ZERO, true);
     let guard = CacheGuard::new(CuckooFilter::with_capacity(1_000), Arc::clone(&store));
     guard.warm_up(1_000, |_| {}).unwrap();
@@ -104,9 +109,7 @@ fn a_store_that_answers_for_the_wrong_number_of_keys_is_asked_key_by_key() {
 
 #[test]
 fn a_warming_guard_sends_the_whole_batch_and_a_replayed_false_positive_hits_the_memo() {
-    let store = Counted::new(MemoryStore::from_rows(
-        (0..ROWS).step_by(2).map(|k| (k, value(k))),
-    ));
+    let store = Counted::new(MemoryStore::from_rows(seeded()));
     // 8-bit fingerprints: false positives among a few thousand absent keys.
     let filter = CuckooFilter::builder()
         .capacity(1_000)
@@ -147,8 +150,8 @@ where
     S: AsyncStore<Key = i64, Value = String> + 'static,
     S::Error: std::fmt::Debug,
 {
-    for k in (0..ROWS).step_by(2) {
-        store.put(&k, &value(k)).await.unwrap();
+    for (k, v) in seeded() {
+        store.put(&k, &v).await.unwrap();
     }
     let store = Counted::new(store);
     let guard = AsyncCacheGuard::new(CuckooFilter::with_capacity(1_000), Arc::clone(&store));

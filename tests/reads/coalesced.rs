@@ -38,15 +38,6 @@ async fn until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// The test's own connection to the server, beside the store's.
-async fn client(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
-
 type PgGuard = AsyncCacheGuard<Arc<Counted<PostgresStore<i64, String>>>>;
 
 /// A warm guard over a fresh table of `ROWS` rows, whose row `GONE` was then deleted behind
@@ -61,7 +52,7 @@ async fn postgres_guard(
     Arc<Counted<PostgresStore<i64, String>>>,
     tokio_postgres::Client,
 ) {
-    let admin = client(url).await;
+    let admin = common::pg_client(url).await;
     admin
         .batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
         .await
