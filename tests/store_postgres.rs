@@ -157,12 +157,20 @@ fn sampling_a_large_table_by_block() {
              SELECT g, 'value ' || g FROM generate_series(0, {}) g",
             rows - 1
         );
-        common::pg_client(&url).await.batch_execute(&fill).await.unwrap();
+        common::pg_client(&url)
+            .await
+            .batch_execute(&fill)
+            .await
+            .unwrap();
         let all: BTreeSet<i64> = (0..rows).collect();
         for analyzed in [false, true] {
             if analyzed {
                 let analyze = format!("ANALYZE \"{table}\"");
-                common::pg_client(&url).await.batch_execute(&analyze).await.unwrap();
+                common::pg_client(&url)
+                    .await
+                    .batch_execute(&analyze)
+                    .await
+                    .unwrap();
             }
             let mut tenths = BTreeSet::new();
             for _ in 0..20 {

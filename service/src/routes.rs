@@ -13,7 +13,7 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use cuckoo_guard::fleet::{Fleet, FleetConfig, FleetStats, RedisCoordinator};
 use cuckoo_guard::guard::{Admission, AsyncStore, GuardError, GuardStats, Written};
-use cuckoo_guard::tower::throttle::{Throttle, ThrottleStats};
+use cuckoo_guard::tower::throttle::{Throttle, ThrottleStats, Throttling};
 use cuckoo_guard::tower::{key, ExtractKey, GuardLayer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use serde::{Deserialize, Serialize};
@@ -396,9 +396,11 @@ struct Ids {
 /// once each). Ids the cache holds are answered from it; the rest go to the guard's batch
 /// lookup (one filter pass, one database query for the ids it admits), or straight to the
 /// database without the guard. At most [`MAX_IDS`] ids; 400 for more, or for an id that is
-/// not an integer.
+/// not an integer. With [`Config::throttle_by`], the layer's throttle screens the request
+/// first, and counts it as blocked when the filter rules out every id it asks for.
 async fn list_users(
     State(app): State<App>,
+    parts: axum::http::request::Parts,
     axum::extract::Query(Ids { ids }): axum::extract::Query<Ids>,
 ) -> Result<Response, DbError> {
     let mut asked: Vec<i64> = Vec::new();
@@ -413,6 +415,19 @@ async fn list_users(
             }
             asked.push(id);
         }
+    }
+    let throttle = app.throttle.as_ref().filter(|_| app.guarded);
+    let ticket = match throttle {
+        Some(throttle) => match Throttling::<axum::body::Body>::screen(throttle, &parts) {
+            Ok(ticket) => Some(ticket),
+            Err(too_many) => return Ok(too_many),
+        },
+        None => None,
+    };
+    if let (Some(throttle), Some(ticket)) = (throttle, ticket) {
+        // The filter's answer, not counted as lookups: the batch below counts them.
+        let blocked = !asked.is_empty() && asked.iter().all(|id| !app.users.may_contain(id));
+        Throttling::<axum::body::Body>::record(throttle, ticket, blocked);
     }
     let mut names: Vec<Option<String>> = Vec::with_capacity(asked.len());
     let mut missing = Vec::new();

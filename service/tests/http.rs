@@ -388,6 +388,54 @@ async fn an_attacker_is_throttled_and_a_reader_is_not() {
         .contains("cuckoo_guard_layer_throttled_requests_total{guard=\"users\"} 80"));
 }
 
+/// `throttle_by` on the list route: a client whose lists ask only for absent ids is answered
+/// 429 after 20 such requests; a client listing existing ids (with an absent one among them)
+/// never is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attacker_listing_absent_ids_is_throttled_and_a_reader_is_not() {
+    let service = Running::start_with("sqlite", |config| {
+        config.seed = 500;
+        config.throttle_by = Some("x-forwarded-for".into());
+    })
+    .await
+    .unwrap();
+    let list = |client: &'static str, ids: String| {
+        service
+            .client
+            .get(format!("{}/users?ids={ids}", service.base))
+            .header("x-forwarded-for", client)
+            .send()
+    };
+    let mut first_throttled = None;
+    for i in 0..50i64 {
+        let absent: Vec<String> = (0..10)
+            .map(|j| (9_000_000 + i * 10 + j).to_string())
+            .collect();
+        let response = list("203.0.113.9", absent.join(",")).await.unwrap();
+        match response.status() {
+            StatusCode::OK => assert!(first_throttled.is_none(), "200 after a 429"),
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert!(response.headers().contains_key("retry-after"));
+                first_throttled.get_or_insert(i);
+            }
+            other => panic!("attacker request {i}: {other}"),
+        }
+    }
+    assert_eq!(
+        first_throttled,
+        Some(20),
+        "throttled after 20 blocked lists"
+    );
+    for i in 0..200i64 {
+        let ids = format!("{},{},{}", 1 + i % 500, 1 + (i + 7) % 500, 9_500_000 + i);
+        let response = list("198.51.100.7", ids).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "reader request {i}");
+    }
+    let stats = service.stats().await;
+    assert_eq!(stats["throttle"]["clients_throttled"], 1);
+    assert_eq!(stats["throttle"]["throttled_requests"], 30);
+}
+
 #[tokio::test]
 async fn a_throttle_header_that_is_not_a_header_name_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
