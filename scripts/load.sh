@@ -226,11 +226,12 @@ throttle_run() {
         "$base" >"$work/readers_attacked"
     wait "$attacker"
     s2=$(curl -sf "$admin/stats")
-    # Open loop: the readers at half the rate they reached alone, alone and then beside the
-    # attacker at the same fixed rate, so that neither takes the other's CPU by sending
-    # faster (closed-loop, a client sends as fast as the machine lets it).
+    # Open loop: the readers at a quarter of the rate they reached alone, alone and then
+    # beside the attacker at the same fixed rate (half the service's closed-loop rate in all,
+    # on the machine that also runs both clients), so that neither takes the other's CPU by
+    # sending faster (closed-loop, a client sends as fast as the machine lets it).
     local rate s3 s4
-    rate=$(awk '/^Requests\/sec:/ {printf "%d", $2 / 2}' "$work/readers_alone")
+    rate=$(awk '/^Requests\/sec:/ {printf "%d", $2 / 4}' "$work/readers_alone")
     local readers=(oha -z "${EXTRA}s" -q "$rate" -c "$half" --latency-correction --no-tui
         --output-format json -H "X-Forwarded-For: 198.51.100.1"
         --rand-regex-url "$base/users/[1-9][0-9]{0,3}")
