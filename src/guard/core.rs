@@ -422,6 +422,17 @@ struct Shard {
     applied_deletes: AtomicU64,
 }
 
+/// [guard.R4] An insert's outcome as a create at the memory ceiling sees it: `Ok(false)` it
+/// inserted, `Ok(true)` the ceiling refused it (its generation is to be marked), `Err` any other
+/// failure.
+fn at_ceiling(inserted: Result<(), InsertError>) -> Result<bool, InsertError> {
+    match inserted {
+        Ok(()) => Ok(false),
+        Err(InsertError::MemoryLimit { .. }) => Ok(true),
+        Err(error) => Err(error),
+    }
+}
+
 /// The guard error for a filter insert that stored nothing: no room and contention are
 /// different conditions with different advice (a bigger filter, or a retry).
 fn insert_failure<E>(error: InsertError) -> GuardError<E> {
@@ -807,13 +818,7 @@ impl<H: BuildHasher> GuardCore<H> {
             // `ticket` drops as ended: it leaves the gate and records nothing.
             Err(insert_failure(error))
         };
-        // [guard.R4]: an insert the memory ceiling refused leaves its generation to be marked.
-        let lacks = |inserted: Result<(), InsertError>| match inserted {
-            Ok(()) => Ok(false),
-            Err(InsertError::MemoryLimit { .. }) => Ok(true),
-            Err(error) => Err(error),
-        };
-        let current_lacks = match lacks(insert(&filters.current.filter, hash)) {
+        let current_lacks = match at_ceiling(insert(&filters.current.filter, hash)) {
             Ok(lacks) => lacks,
             Err(error) => return refuse(error),
         };
@@ -831,9 +836,9 @@ impl<H: BuildHasher> GuardCore<H> {
             } else {
                 next_hash
             };
-            match lacks(insert(&next.filter, next_hash)) {
+            match at_ceiling(insert(&next.filter, next_hash)) {
                 Ok(false) => ticket.next = Some((next.id, next_hash)),
-                Ok(true) => next_lacks = Some(next),
+                Ok(true) => next_lacks = Some(&**next),
                 Err(error) => {
                     if !current_lacks {
                         // The copy just added to the current filter is this create's own.
@@ -843,23 +848,7 @@ impl<H: BuildHasher> GuardCore<H> {
                 }
             }
         }
-        #[cfg(cuckoo_loom)]
-        let (current_lacks, next_lacks) = if self.broken.ceiling_unmarked {
-            (false, None)
-        } else if self.broken.ceiling_next_unmarked {
-            (current_lacks, None)
-        } else {
-            (current_lacks, next_lacks)
-        };
-        if current_lacks {
-            filters.current.mark_uncovered();
-        }
-        if let Some(next) = next_lacks {
-            next.mark_uncovered();
-        }
-        if current_lacks || next_lacks.is_some() {
-            self.create_at_ceiling(&filters.current.filter);
-        }
+        self.mark_lacking(&filters.current, current_lacks, next_lacks);
         ticket.ended = false;
         #[cfg(cuckoo_loom)]
         let check = !self.broken.sealed_checked_before_gate;
@@ -873,16 +862,39 @@ impl<H: BuildHasher> GuardCore<H> {
         Ok(ticket)
     }
 
-    /// [guard.R4] A create taken without a copy in a filter at its memory ceiling: counted, and
-    /// reported on standard error the first time.
-    pub(crate) fn create_at_ceiling(&self, filter: &CuckooFilter<H>) {
+    /// [guard.R4] Marks the generations a create could not enter at their memory ceiling
+    /// (`current` if `current_lacks`, and `next`), before the create's store write or the
+    /// member's acknowledgement; counts the create, and reports the first on standard error.
+    pub(crate) fn mark_lacking(
+        &self,
+        current: &Generation<H>,
+        current_lacks: bool,
+        next: Option<&Generation<H>>,
+    ) {
+        #[cfg(cuckoo_loom)]
+        let (current_lacks, next) = if self.broken.ceiling_unmarked {
+            (false, None)
+        } else if self.broken.ceiling_next_unmarked {
+            (current_lacks, None)
+        } else {
+            (current_lacks, next)
+        };
+        if current_lacks {
+            current.mark_uncovered();
+        }
+        if let Some(next) = next {
+            next.mark_uncovered();
+        }
+        if !current_lacks && next.is_none() {
+            return;
+        }
         bump(&self.shard().creates_at_ceiling);
         if self.rebuilds.first_at_ceiling() {
             eprintln!(
                 "cuckoo-guard: the filter reached its memory ceiling ({} bytes): creates go on \
                  without a copy and lookups the filter misses pass to the store until a rebuild \
                  fits (counted in GuardStats::passed_at_ceiling)",
-                filter.max_memory().unwrap_or(0)
+                current.filter.max_memory().unwrap_or(0)
             );
         }
     }

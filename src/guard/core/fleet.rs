@@ -64,7 +64,7 @@
 // Without the `fleet` feature only lookups use this module (a guard alone never joins).
 #![cfg_attr(not(feature = "fleet"), allow(dead_code))]
 
-use super::{Admission, Generation, GuardCore, Lookup};
+use super::{at_ceiling, Admission, Generation, GuardCore, Lookup};
 use crate::sharded::bump;
 use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
 use crate::InsertError;
@@ -485,22 +485,18 @@ impl<H: BuildHasher> GuardCore<H> {
         let duplicate = filters.current.filter.contains_hash(hash);
         // [guard.R4]: a filter at its memory ceiling is marked instead, before the member
         // acknowledges, as a local create marks it before its store write.
-        let lacks = |inserted: Result<(), InsertError>| match inserted {
-            Ok(()) => Ok(false),
-            Err(InsertError::MemoryLimit { .. }) => Ok(true),
-            Err(error) => Err(error),
-        };
-        let current_lacks = lacks(filters.current.filter.insert_hash(hash))?;
+        let current_lacks = at_ceiling(filters.current.filter.insert_hash(hash))?;
         let mut next_lacks = None;
         if let Some(next) = &filters.next {
             #[cfg(cuckoo_loom)]
             if self.broken.apply_skips_next {
+                self.mark_lacking(&filters.current, current_lacks, None);
                 bump(&self.shard().applied_creates);
                 return Ok(());
             }
-            match lacks(next.filter.insert_hash(next.filter.hash_key(key))) {
+            match at_ceiling(next.filter.insert_hash(next.filter.hash_key(key))) {
                 Ok(false) => {}
-                Ok(true) => next_lacks = Some(next),
+                Ok(true) => next_lacks = Some(&**next),
                 Err(error) => {
                     if !current_lacks {
                         filters.current.filter.remove_hash(hash);
@@ -509,21 +505,7 @@ impl<H: BuildHasher> GuardCore<H> {
                 }
             }
         }
-        #[cfg(cuckoo_loom)]
-        let (current_lacks, next_lacks) = if self.broken.ceiling_unmarked {
-            (false, None)
-        } else {
-            (current_lacks, next_lacks)
-        };
-        if current_lacks {
-            filters.current.mark_uncovered();
-        }
-        if let Some(next) = next_lacks {
-            next.mark_uncovered();
-        }
-        if current_lacks || next_lacks.is_some() {
-            self.create_at_ceiling(&filters.current.filter);
-        }
+        self.mark_lacking(&filters.current, current_lacks, next_lacks);
         bump(&self.shard().applied_creates);
         if duplicate {
             self.stale_copy();

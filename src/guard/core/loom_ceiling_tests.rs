@@ -10,10 +10,11 @@
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
+use super::loom_fleet_tests::acknowledged_create_on;
 use super::loom_tests::{try_seal, Core, Driver, Keyed, K};
 use super::{Admission, Broken, GuardCore};
 use crate::guard::{RebuildPolicy, RebuildReason, Written};
-use crate::sync::{pin, AtomicBool, Ordering};
+use crate::sync::{pin, Ordering};
 use crate::table::loom_tests::{bounded, explore_with, Census};
 use crate::CuckooFilter;
 
@@ -339,55 +340,15 @@ fn loom_ceiling_control_sealed() {
 }
 
 /// [fleet.F4] with [guard.R4]: another member's create of `K` reaches a member whose filter is
-/// at its ceiling. The applier applies the entry (a mark) and acknowledges it; the writer waits
-/// for the acknowledgement, then writes the store. A lookup that begins after the write must
-/// not answer "absent". Returns whether the lookup ran after the write.
+/// at its ceiling; the fleet's model of an acknowledged create ([`acknowledged_create_on`])
+/// runs on it: a lookup that begins after the write must not answer "absent". Returns whether
+/// the lookup ran after the write.
 fn acknowledged_create_at_ceiling(broken: Broken) -> bool {
     let core = full_core(broken);
     core.fleet_join();
     core.fleet_set_deadline(100);
     core.fleet_start_serving();
-    let acked = Arc::new(AtomicBool::new(false));
-    let written = Arc::new(AtomicBool::new(false));
-    let applier = {
-        let (core, acked) = (Arc::clone(&core), Arc::clone(&acked));
-        thread::spawn(move || {
-            core.apply_create(&K)
-                .expect("a create at the ceiling is applied");
-            // ORDERING: SeqCst; [fleet.M3]: acknowledged after the apply.
-            acked.store(true, Ordering::SeqCst);
-        })
-    };
-    let writer = {
-        let (acked, written) = (Arc::clone(&acked), Arc::clone(&written));
-        thread::spawn(move || {
-            // ORDERING: SeqCst; [fleet.M2]: the store write waits for the acknowledgement.
-            while !acked.load(Ordering::SeqCst) {
-                thread::yield_now();
-            }
-            // ORDERING: SeqCst; the store write.
-            written.store(true, Ordering::SeqCst);
-        })
-    };
-    let reader = {
-        let (core, written) = (Arc::clone(&core), Arc::clone(&written));
-        thread::spawn(move || {
-            // ORDERING: SeqCst; the lookup begins after the write it sees.
-            if !written.load(Ordering::SeqCst) {
-                return false;
-            }
-            assert_ne!(
-                core.admit(&K),
-                Admission::Blocked,
-                "false negative: a member at its ceiling answered \"absent\" for a create it had \
-                 acknowledged"
-            );
-            true
-        })
-    };
-    applier.join().unwrap();
-    writer.join().unwrap();
-    let ran = reader.join().unwrap();
+    let ran = acknowledged_create_on(&core, false);
     assert!(
         !core.filter().contains(&K),
         "the member's filter took K: the model is not at the ceiling"
@@ -405,7 +366,7 @@ fn loom_ceiling_an_acknowledged_create_at_the_ceiling_is_not_ruled_out() {
 }
 
 #[test]
-#[should_panic(expected = "false negative")]
+#[should_panic(expected = "for a create it had acknowledged")]
 fn loom_ceiling_control_unmarked_by_the_apply() {
     ceiling(SEAL_BOUND).check(|| {
         acknowledged_create_at_ceiling(Broken {

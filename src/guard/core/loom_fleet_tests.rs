@@ -332,17 +332,21 @@ fn loom_fleet_control_delete_ignores_scan() {
 /// begins after the write must not answer "absent". Returns whether the lookup ran after the
 /// write.
 fn acknowledged_create(ack_first: bool) -> bool {
-    let core = member(Broken::default(), &[], 100);
+    acknowledged_create_on(&member(Broken::default(), &[], 100), ack_first)
+}
+
+/// [`acknowledged_create`] on the member `core` (serving, `K` not applied yet).
+pub(super) fn acknowledged_create_on(core: &Arc<Core>, ack_first: bool) -> bool {
     let acked = flag();
     let written = flag();
     let applier = {
-        let (core, acked) = (Arc::clone(&core), Arc::clone(&acked));
+        let (core, acked) = (Arc::clone(core), Arc::clone(&acked));
         thread::spawn(move || {
             if ack_first {
                 // ORDERING: SeqCst; the broken order's acknowledgement.
                 acked.store(true, Ordering::SeqCst);
             }
-            core.apply_create(&K).expect("room for K");
+            core.apply_create(&K).expect("room for K, or a mark");
             // ORDERING: SeqCst; [fleet.M3]: acknowledged after the apply.
             acked.store(true, Ordering::SeqCst);
         })
@@ -359,7 +363,7 @@ fn acknowledged_create(ack_first: bool) -> bool {
         })
     };
     let reader = {
-        let (core, written) = (Arc::clone(&core), Arc::clone(&written));
+        let (core, written) = (Arc::clone(core), Arc::clone(&written));
         thread::spawn(move || {
             // ORDERING: SeqCst; the lookup begins after the write it sees.
             if !written.load(Ordering::SeqCst) {
