@@ -660,6 +660,110 @@ fn an_automatic_rebuild_starts_at_the_ceiling_and_ends_it_once_the_keys_fit() {
     assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
 }
 
+/// [guard.R4] with the automatic policy and no writes: rows deleted behind the guard's back
+/// make room, and the lookups that fail open at the ceiling start the rebuild that fits.
+#[test]
+fn lookups_failing_open_at_the_ceiling_start_the_rebuild_that_ends_it() {
+    let guard = CacheGuard::new(capped(1_000), Mem::new());
+    guard.warm_up(100, |_| {}).unwrap();
+    let end = fill_past_the_ceiling(&guard, 0, 1_000);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut k = end;
+    while guard.stats().rebuilds_failed == 0 {
+        assert!(Instant::now() < deadline, "{:?}", guard.stats());
+        write_and_settle(&guard, k);
+        k += 1;
+    }
+    settle(&guard);
+    let before = guard.stats();
+    assert!(before.at_ceiling, "{before:?}");
+    // From here on, no write goes through the guard.
+    for key in 0..end * 3 / 4 {
+        assert!(Store::delete(guard.store(), &key).unwrap());
+    }
+    let mut lookups = 0u64;
+    while guard.stats().at_ceiling {
+        assert!(
+            Instant::now() < deadline,
+            "{lookups} lookups: {:?}",
+            guard.stats()
+        );
+        assert_eq!(guard.get(&(k + lookups)).unwrap(), None);
+        lookups += 1;
+        settle(&guard);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = guard.stats();
+    assert_eq!(stats.rebuilds, before.rebuilds + 1, "{stats:?}");
+    assert_eq!(stats.rebuilds_failed, before.rebuilds_failed, "{stats:?}");
+    assert_eq!(
+        stats.last_rebuild.as_ref().map(|r| r.reason),
+        Some(RebuildReason::MemoryLimit)
+    );
+    for key in end * 3 / 4..end {
+        assert_eq!(guard.get(&key).unwrap(), Some(key));
+    }
+    let blocked = (k + lookups..k + lookups + 1_000)
+        .filter(|k| guard.admit(k).is_blocked())
+        .count();
+    assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
+}
+
+/// As the test above, on the async guard: a batch lookup that fails open at the ceiling starts
+/// the rebuild as a tokio task.
+#[test]
+fn an_async_guards_lookups_at_the_ceiling_start_the_rebuild_that_ends_it() {
+    common::runtime().block_on(async {
+        let guard = AsyncCacheGuard::new(capped(1_000), Mem::new());
+        guard.warm_up(100, |_| {}).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // Twice the keys that fit, and a write after the first failed rebuild's wait.
+        let mut k = 0u64;
+        while guard.stats().creates_at_ceiling < 1_000 || guard.stats().rebuilds_failed == 0 {
+            assert!(Instant::now() < deadline, "{:?}", guard.stats());
+            guard.put(&k, &k).await.unwrap();
+            k += 1;
+            if guard.stats().creates_at_ceiling >= 1_000 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        while guard.stats().rebuilding {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let before = guard.stats();
+        assert!(before.at_ceiling, "{before:?}");
+        // From here on, no write goes through the guard.
+        for key in 0..k * 3 / 4 {
+            assert!(AsyncStore::delete(guard.store(), &key).await.unwrap());
+        }
+        let mut absent = 1_000_000u64;
+        while guard.stats().at_ceiling {
+            assert!(Instant::now() < deadline, "{:?}", guard.stats());
+            let batch: Vec<u64> = (absent..absent + 10).collect();
+            absent += 10;
+            let values = guard.get_many(&batch).await.unwrap();
+            assert!(values.iter().all(Option::is_none));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let stats = guard.stats();
+        assert_eq!(stats.rebuilds, before.rebuilds + 1, "{stats:?}");
+        assert_eq!(stats.rebuilds_failed, before.rebuilds_failed, "{stats:?}");
+        assert_eq!(
+            stats.last_rebuild.as_ref().map(|r| r.reason),
+            Some(RebuildReason::MemoryLimit)
+        );
+        for key in k * 3 / 4..k {
+            assert_eq!(guard.get(&key).await.unwrap(), Some(key));
+        }
+        let blocked = guard
+            .admit_many(&(absent..absent + 1_000).collect::<Vec<_>>())
+            .iter()
+            .filter(|a| a.is_blocked())
+            .count();
+        assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
+    });
+}
+
 /// [guard.R4] on the async guard: creates at the ceiling are taken, no row is hidden.
 #[test]
 fn an_async_guard_at_its_ceiling_hides_no_row() {

@@ -348,7 +348,11 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert_eq!(guard.admit(&3), Admission::Warming);
     /// ```
     pub fn admit(&self, key: &St::Key) -> Admission {
-        self.core().admit(key)
+        let admission = self.core().admit(key);
+        if admission == Admission::FailOpen {
+            self.spawn_rebuild(self.core().after_failing_open());
+        }
+        admission
     }
 
     /// As [`CacheGuard::get_admitted`](super::CacheGuard::get_admitted).
@@ -440,7 +444,11 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert_eq!(guard.admit_many(&[1, 2]), [Admission::Warming, Admission::Warming]);
     /// ```
     pub fn admit_many(&self, keys: &[St::Key]) -> Vec<Admission> {
-        self.core().admit_many(keys)
+        let admissions = self.core().admit_many(keys);
+        if admissions.contains(&Admission::FailOpen) {
+            self.spawn_rebuild(self.core().after_failing_open());
+        }
+        admissions
     }
 
     /// As [`CacheGuard::get_many`](super::CacheGuard::get_many): the values of `keys`, in
@@ -570,7 +578,11 @@ impl<St: AsyncStore, H: BuildHasher + Sync> AsyncCacheGuard<St, H> {
     /// assert_eq!(guard.admit_shadow(&3), Admission::Warming);
     /// ```
     pub fn admit_shadow(&self, key: &St::Key) -> Admission {
-        self.core().admit_shadow(key)
+        let admission = self.core().admit_shadow(key);
+        if admission == Admission::FailOpen {
+            self.spawn_rebuild(self.core().after_failing_open());
+        }
+        admission
     }
 
     /// As [`CacheGuard::may_contain`](super::CacheGuard::may_contain).
@@ -1165,8 +1177,8 @@ where
         return;
     }
     inner.core.rebuild_skipped(
-        "the AsyncCacheGuard has no RebuildDriver (`background`) and the write ran outside a \
-         tokio runtime or without the `tokio` feature",
+        "the AsyncCacheGuard has no RebuildDriver (`background`) and the write or lookup ran \
+         outside a tokio runtime or without the `tokio` feature",
     );
     drop(trigger);
 }

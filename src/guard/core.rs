@@ -63,7 +63,8 @@
 //!   ([`Admission::FailOpen`], counted as [`GuardStats::passed_at_ceiling`]). Nothing clears a
 //!   mark: a marked generation leaves only by a rebuild's swap, and the next filter is marked
 //!   by every create that could not insert into it. A seal refuses a marked filter. An
-//!   automatic rebuild starts on the first write that finds the current filter marked
+//!   automatic rebuild starts on the first write, or lookup that fails open, that finds the
+//!   current filter marked
 //!   ([`RebuildReason::MemoryLimit`](super::RebuildReason::MemoryLimit)), sized for the keys
 //!   the filter holds and the creates it lacks, and no larger than the ceiling allows.
 //!
@@ -413,6 +414,8 @@ struct Shard {
     stale_copies: AtomicU64,
     missing_copies: AtomicU64,
     writes: AtomicU64,
+    /// Lookups that failed open and could start a rebuild at the ceiling ([guard.R4]).
+    failing_open: AtomicU64,
     fail_open: AtomicU64,
     /// Lookups the filter missed but passed because it lacks keys ([guard.R4]).
     passed_at_ceiling: AtomicU64,

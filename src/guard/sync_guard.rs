@@ -402,7 +402,9 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     }
 
     /// The first step of [`get`](Self::get): the filter's decision for `key`, counted as a
-    /// lookup in the [stats](Self::stats). Never touches the store, never blocks.
+    /// lookup in the [stats](Self::stats). Never touches the store, never blocks. A lookup
+    /// that fails open at the filter's memory ceiling may start an automatic rebuild
+    /// ([`RebuildReason::MemoryLimit`]) in the background.
     ///
     /// # Examples
     ///
@@ -417,7 +419,11 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn admit(&self, key: &St::Key) -> Admission {
-        self.core().admit(key)
+        let admission = self.core().admit(key);
+        if admission == Admission::FailOpen {
+            self.spawn_rebuild(self.core().after_failing_open());
+        }
+        admission
     }
 
     /// The second step of [`get`](Self::get), for a lookup [`admit`](Self::admit) decided:
@@ -508,7 +514,11 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn admit_many(&self, keys: &[St::Key]) -> Vec<Admission> {
-        self.core().admit_many(keys)
+        let admissions = self.core().admit_many(keys);
+        if admissions.contains(&Admission::FailOpen) {
+            self.spawn_rebuild(self.core().after_failing_open());
+        }
+        admissions
     }
 
     /// The values of `keys`, in their order (`None` for a key that does not exist): for list
@@ -640,7 +650,11 @@ impl<St: Store, H: BuildHasher> CacheGuard<St, H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn admit_shadow(&self, key: &St::Key) -> Admission {
-        self.core().admit_shadow(key)
+        let admission = self.core().admit_shadow(key);
+        if admission == Admission::FailOpen {
+            self.spawn_rebuild(self.core().after_failing_open());
+        }
+        admission
     }
 
     /// Whether `key` may exist, from the filter alone (always `true` while warming).

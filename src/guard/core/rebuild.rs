@@ -26,7 +26,8 @@ use crate::sharded::bump_and_get;
 use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
 use crate::{BuildError, InsertError};
 
-/// Writes between two checks of the load and stale-copy triggers (growth is checked on each).
+/// Writes between two checks of the load and stale-copy triggers (growth is checked on each),
+/// and lookups failing open between two checks of the memory ceiling's trigger.
 const CHECK_EVERY: u64 = 64;
 /// The wait after a failed automatic rebuild before the next may start; doubles per failure.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -287,6 +288,36 @@ impl<H: BuildHasher> GuardCore<H> {
             }
             RebuildReason::StaleCopies
         };
+        self.claim_automatic(reason)
+    }
+
+    /// [guard.R4] Whether an automatic rebuild should start after a lookup that failed open
+    /// (every [`CHECK_EVERY`]th per shard, so that a flood of them does not queue on the
+    /// rebuild log's lock): the current filter lacks keys created at its memory ceiling and
+    /// no rebuild is pending. Claims it if so, as [`after_write`](Self::after_write) does. A
+    /// marked filter whose rebuild failed is retried by the lookups it sends to the store,
+    /// not only by writes.
+    pub(crate) fn after_failing_open(&self) -> Option<Triggered> {
+        if !self.rebuilds.policy.is_automatic()
+            || bump_and_get(&self.shard().failing_open) % CHECK_EVERY != 0
+            || !self.is_ready()
+            // ORDERING: Relaxed; a hint, the claim below decides.
+            || self.rebuilds.running.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        let pin = pin();
+        // ORDERING: Acquire; as in `filter`.
+        let filters = self.filters.load(Ordering::Acquire, &pin);
+        if filters.next.is_some() || !filters.current.lacks_keys() {
+            return None;
+        }
+        self.claim_automatic(RebuildReason::MemoryLimit)
+    }
+
+    /// Claims an automatic rebuild for `reason`, unless a failed or skipped one's wait has not
+    /// passed or a rebuild holds the claim.
+    fn claim_automatic(&self, reason: RebuildReason) -> Option<Triggered> {
         let waiting = self
             .rebuilds
             .lock()
@@ -635,7 +666,8 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
         log.last = Some(report.clone());
         if next_marked {
             // [guard.R4]: creates met the ceiling in the new filter too; the next automatic
-            // rebuild waits as after a failure, so writes at the ceiling do not scan back to back.
+            // rebuild waits as after a failure, so writes and lookups at the ceiling do not scan
+            // back to back.
             log.backoff = (log.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
             log.not_before = Some(Instant::now() + log.backoff);
         } else {
