@@ -320,6 +320,35 @@ impl<S: BuildHasher + Clone> CuckooFilter<S> {
         self.sibling_hashed_by(capacity, self.hash_builder.clone(), self.hash_keys)
     }
 
+    /// The largest capacity at most `capacity` whose [`sibling`](Self::sibling) fits under this
+    /// filter's memory ceiling (no ceiling: `capacity`), found without allocating; `None` if
+    /// not even a filter for one key fits.
+    pub(crate) fn largest_sibling_under_ceiling(&self, capacity: usize) -> Option<usize> {
+        let Some(limit) = self.max_memory() else {
+            return Some(capacity);
+        };
+        let width = self.tables.base().width();
+        let max_steps = self.tables.max_growth_steps();
+        let fits = |capacity: usize| {
+            buckets_for(capacity, width.slots())
+                .is_some_and(|buckets| first_heap_bytes(width, buckets, max_steps) <= limit)
+        };
+        if !fits(1) {
+            return None;
+        }
+        // `fits` holds at `low` and, as the bytes grow with the capacity, below it.
+        let (mut low, mut high) = (1, capacity.max(1));
+        while low < high {
+            let mid = low + (high - low).div_ceil(2);
+            if fits(mid) {
+                low = mid;
+            } else {
+                high = mid - 1;
+            }
+        }
+        Some(low)
+    }
+
     /// [`sibling`](Self::sibling) hashing with `hash_builder`, whose ahash keys are `hash_keys`
     /// (`None`: not the builder's hasher).
     pub(crate) fn sibling_hashed_by(
@@ -1071,23 +1100,23 @@ impl<S> Builder<S> {
             max: max_capacity(width.slots()),
         };
         let buckets = buckets_for(capacity, width.slots()).ok_or(too_large)?;
-        let words = buckets.saturating_mul(width.word_bytes());
-        if let Some(limit) = self.max_memory.filter(|&limit| words > limit) {
-            // Past the ceiling before the buckets alone: refused without allocating them.
-            return Err(BuildError::MemoryLimit {
-                limit,
-                needed: words,
-            });
+        let needed = first_heap_bytes(width, buckets, max_steps);
+        if let Some(limit) = self.max_memory.filter(|&limit| needed > limit) {
+            // Refused without allocating.
+            return Err(BuildError::MemoryLimit { limit, needed });
         }
-        let allocation_failed = BuildError::AllocationFailed { bytes: words };
+        let allocation_failed = BuildError::AllocationFailed {
+            bytes: buckets.saturating_mul(width.word_bytes()),
+        };
         let table =
             Table::new(width, buckets, self.max_path_len, kicks).ok_or(allocation_failed)?;
         let mut tables = Tables::new(table, factor, max_steps);
+        debug_assert_eq!(
+            tables.heap_bytes(),
+            needed,
+            "the computed size is the built one"
+        );
         if let Some(limit) = self.max_memory {
-            let needed = tables.heap_bytes();
-            if needed > limit {
-                return Err(BuildError::MemoryLimit { limit, needed });
-            }
             tables = tables.with_max_bytes(limit);
         }
         Ok(CuckooFilter {
@@ -1097,6 +1126,13 @@ impl<S> Builder<S> {
             tables,
         })
     }
+}
+
+/// The heap bytes of a new filter's tables: a base table of `buckets` buckets of layout `width`,
+/// with room for `max_steps` growth steps ([`CuckooFilter::memory_usage`] before any growth),
+/// computed without allocating them.
+fn first_heap_bytes(width: Width, buckets: usize, max_steps: usize) -> usize {
+    Tables::heap_bytes_for(Table::heap_bytes_for(width, buckets), max_steps)
 }
 
 #[cfg(all(test, not(cuckoo_loom)))]
@@ -1127,6 +1163,76 @@ mod key_tests {
                 let distinct: std::collections::HashSet<u64> = keys.into_iter().collect();
                 assert_eq!(distinct.len(), 4, "{keys:x?}");
             }
+        }
+    }
+}
+
+#[cfg(all(test, not(cuckoo_loom)))]
+mod ceiling_tests {
+    use super::*;
+
+    /// The computed size is the built one (`build` also asserts it in debug builds), and the
+    /// largest capacity under a ceiling is exactly the last that builds under it.
+    #[test]
+    fn the_largest_sibling_under_a_ceiling_is_the_last_that_builds() {
+        let growths = [
+            Growth::Fixed,
+            Growth::Expand {
+                factor: 2,
+                max_steps: 8,
+            },
+        ];
+        let mut checked = 0;
+        for bits in [8, 12, 16] {
+            for growth in growths {
+                for capacity in [1, 100, 5_000, 70_000] {
+                    let filter = CuckooFilter::builder()
+                        .capacity(capacity)
+                        .fingerprint_bits(bits)
+                        .growth(growth)
+                        .build()
+                        .unwrap();
+                    let width = filter.tables.base().width();
+                    let buckets = buckets_for(capacity, width.slots()).unwrap();
+                    let computed = first_heap_bytes(width, buckets, growth_steps(growth));
+                    assert_eq!(filter.memory_usage(), computed, "{bits} bits, {capacity}");
+                    // A ceiling of two thirds of that filter: a sibling for `capacity` is over it.
+                    let limit = computed * 2 / 3;
+                    let capped = CuckooFilter::builder()
+                        .capacity(1)
+                        .fingerprint_bits(bits)
+                        .growth(growth)
+                        .max_memory(limit)
+                        .build();
+                    let Ok(capped) = capped else {
+                        continue;
+                    };
+                    let fits = capped.largest_sibling_under_ceiling(capacity).unwrap();
+                    assert!(fits < capacity, "{bits} bits, {capacity}: {fits}");
+                    let built = capped.sibling(fits).unwrap();
+                    assert!(built.memory_usage() <= limit);
+                    assert!(matches!(
+                        capped.sibling(fits + 1),
+                        Err(BuildError::MemoryLimit { .. })
+                    ));
+                    checked += 1;
+                }
+            }
+        }
+        // Small filters may have no sibling under two thirds of their size; the others do.
+        assert!(checked >= 12, "{checked} ceilings checked");
+        let tiny = CuckooFilter::builder()
+            .capacity(1)
+            .max_memory(usize::MAX)
+            .build()
+            .unwrap();
+        assert_eq!(tiny.largest_sibling_under_ceiling(10), Some(10));
+    }
+
+    fn growth_steps(growth: Growth) -> usize {
+        match growth {
+            Growth::Fixed => 0,
+            Growth::Expand { max_steps, .. } => max_steps,
         }
     }
 }

@@ -45,9 +45,12 @@ impl<T> Sharded<T> {
         self.iter().map(|s| field(s).load(Ordering::Relaxed)).sum()
     }
 
-    /// Heap bytes of the copies.
+    /// Heap bytes of the copies, the same for every `Sharded<T>`.
+    pub(crate) const HEAP_BYTES: usize = std::mem::size_of::<[CachePadded<T>; SHARDS]>();
+
+    /// Heap bytes of the copies ([`HEAP_BYTES`](Self::HEAP_BYTES)).
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of::<[CachePadded<T>; SHARDS]>()
+        Self::HEAP_BYTES
     }
 }
 

@@ -127,6 +127,9 @@ impl Counters {
         self.sum(|s| &s.read_fallbacks)
     }
 
+    /// Heap bytes of any table's counters.
+    pub(crate) const HEAP_BYTES: usize = Sharded::<Shard>::HEAP_BYTES;
+
     pub(crate) fn heap_bytes(&self) -> usize {
         self.shards.heap_bytes()
     }

@@ -507,6 +507,13 @@ impl Tables {
         self.iter().map(Table::heap_bytes).sum::<usize>() + std::mem::size_of_val(&*self.slots)
     }
 
+    /// The heap bytes of new tables over a base of `base_bytes` heap bytes with room for
+    /// `max_steps` growth steps ([`heap_bytes`](Self::heap_bytes) before any growth),
+    /// computed without allocating them.
+    pub(crate) fn heap_bytes_for(base_bytes: usize, max_steps: usize) -> usize {
+        base_bytes.saturating_add(max_steps * std::mem::size_of::<OnceLock<Table>>())
+    }
+
     /// The sum of every table's expected false-positive rate at its own load: a lookup
     /// probes them all, and each can answer a false "present" on its own.
     pub(crate) fn expected_false_positive_rate(&self) -> f64 {

@@ -111,7 +111,22 @@ pub(crate) struct RawTable<L: Layout, G: Geometry = Flat> {
     _layout: PhantomData<L>,
 }
 
+/// The stripes of a new table of `buckets` buckets: as many as buckets rounded up to a power of
+/// two, at most [`MAX_STRIPES`].
+fn stripes_for(buckets: usize) -> usize {
+    buckets.next_power_of_two().min(MAX_STRIPES)
+}
+
 impl<L: Layout> RawTable<L> {
+    /// The heap bytes of a new table of `buckets` buckets ([`heap_bytes`](Self::heap_bytes)),
+    /// computed without allocating it.
+    pub(crate) fn heap_bytes_for(buckets: usize) -> usize {
+        buckets
+            .saturating_mul(std::mem::size_of::<L::Word>())
+            .saturating_add(stripes_for(buckets) * std::mem::size_of::<AtomicU64>())
+            .saturating_add(Counters::HEAP_BYTES)
+    }
+
     /// A table of `num_buckets` empty buckets (`1..=2^32`), with as many stripes as buckets
     /// rounded up to a power of two, at most [`MAX_STRIPES`].
     ///
@@ -154,9 +169,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
     /// A table of `geometry.buckets()` empty buckets (`1..=2^32`), with as many stripes as
     /// buckets rounded up to a power of two, at most [`MAX_STRIPES`].
     fn with_geometry(geometry: G, max_path_len: usize) -> Option<Self> {
-        let stripes = (geometry.buckets() as usize)
-            .next_power_of_two()
-            .min(MAX_STRIPES);
+        let stripes = stripes_for(geometry.buckets() as usize);
         Self::with_geometry_and_stripes(geometry, stripes, max_path_len)
     }
 

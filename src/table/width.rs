@@ -66,6 +66,17 @@ impl Table {
         })
     }
 
+    /// The heap bytes of a new table of `buckets` buckets of layout `width`
+    /// ([`heap_bytes`](Self::heap_bytes)), computed without allocating it.
+    pub(crate) fn heap_bytes_for(width: Width, buckets: usize) -> usize {
+        match width {
+            Width::Fp8 => RawTable::<Fp8>::heap_bytes_for(buckets),
+            Width::Fp12 => RawTable::<Fp12>::heap_bytes_for(buckets),
+            Width::Fp15 => RawTable::<Fp15>::heap_bytes_for(buckets),
+            Width::Fp16 => RawTable::<Fp16>::heap_bytes_for(buckets),
+        }
+    }
+
     /// A table of layout `width` whose words `fill` supplies ([`RawTable::load`]): the base
     /// table (`shift` `None`) of `buckets` buckets, or a table nested over a base of `buckets`
     /// buckets with `2^shift` sub-buckets each.

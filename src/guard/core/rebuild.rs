@@ -408,26 +408,13 @@ impl<H: BuildHasher> GuardCore<H> {
         let filter = match build(capacity) {
             // Past the memory ceiling: the largest first table under it, which holds about
             // as many keys as the current filter's tables together, and which the scan fills
-            // (or which stops the rebuild at the ceiling). The search starts from the
-            // capacity scaled down to the ceiling; each probe that fits is kept, so the
-            // filter is not built again.
-            Err(BuildError::MemoryLimit { limit, needed }) => {
-                let scaled = (capacity as f64 * limit as f64 / needed.max(1) as f64) as usize;
-                let (mut fits, mut over) = (None, capacity);
-                let mut low = 0;
-                let mut probe = scaled.clamp(1, capacity.saturating_sub(1).max(1));
-                while over - low > 1 {
-                    match build(probe) {
-                        Ok(filter) => {
-                            low = probe;
-                            fits = Some(filter);
-                        }
-                        // An allocation that failed under the ceiling counts as too large.
-                        Err(_) => over = probe,
-                    }
-                    probe = low + (over - low) / 2;
+            // (or which stops the rebuild at the ceiling). Its size is computed, so only the
+            // filter taken is allocated.
+            Err(error @ BuildError::MemoryLimit { .. }) => {
+                match current.filter.largest_sibling_under_ceiling(capacity) {
+                    Some(fits) => build(fits),
+                    None => Err(error),
                 }
-                fits.map_or_else(|| build(1), Ok)
             }
             built => built,
         }
