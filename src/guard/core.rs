@@ -425,6 +425,14 @@ struct Shard {
     applied_deletes: AtomicU64,
 }
 
+/// The copies a create's inserts left ([`GuardCore::insert_copies`]).
+pub(crate) struct Copies {
+    /// Whether the current filter took a copy (it was not at its memory ceiling).
+    pub(crate) current: bool,
+    /// The next generation's id and the key's hash there, if it took a copy.
+    pub(crate) next: Option<(u64, u64)>,
+}
+
 /// [guard.R4] An insert's outcome as a create at the memory ceiling sees it: `Ok(false)` it
 /// inserted, `Ok(true)` the ceiling refused it (its generation is to be marked), `Err` any other
 /// failure.
@@ -821,37 +829,26 @@ impl<H: BuildHasher> GuardCore<H> {
             // `ticket` drops as ended: it leaves the gate and records nothing.
             Err(insert_failure(error))
         };
-        let current_lacks = match at_ceiling(insert(&filters.current.filter, hash)) {
-            Ok(lacks) => lacks,
+        #[cfg(cuckoo_loom)]
+        let next = filters
+            .next
+            .as_deref()
+            .filter(|_| !self.broken.next_skipped);
+        #[cfg(not(cuckoo_loom))]
+        let next = filters.next.as_deref();
+        let next = next.map(|next| {
+            #[cfg(cuckoo_loom)]
+            if self.broken.next_hashed_by_current {
+                return (next, hash);
+            }
+            (next, next.filter.hash_key(key))
+        });
+        let copies = match self.insert_copies(&filters.current, hash, next, insert) {
+            Ok(copies) => copies,
             Err(error) => return refuse(error),
         };
-        ticket.owns_current = !current_lacks;
-        let mut next_lacks = None;
-        #[cfg(cuckoo_loom)]
-        let next = filters.next.as_ref().filter(|_| !self.broken.next_skipped);
-        #[cfg(not(cuckoo_loom))]
-        let next = filters.next.as_ref();
-        if let Some(next) = next {
-            let next_hash = next.filter.hash_key(key);
-            #[cfg(cuckoo_loom)]
-            let next_hash = if self.broken.next_hashed_by_current {
-                hash
-            } else {
-                next_hash
-            };
-            match at_ceiling(insert(&next.filter, next_hash)) {
-                Ok(false) => ticket.next = Some((next.id, next_hash)),
-                Ok(true) => next_lacks = Some(&**next),
-                Err(error) => {
-                    if !current_lacks {
-                        // The copy just added to the current filter is this create's own.
-                        filters.current.filter.remove_hash(hash);
-                    }
-                    return refuse(error);
-                }
-            }
-        }
-        self.mark_lacking(&filters.current, current_lacks, next_lacks);
+        ticket.owns_current = copies.current;
+        ticket.next = copies.next;
         ticket.ended = false;
         #[cfg(cuckoo_loom)]
         let check = !self.broken.sealed_checked_before_gate;
@@ -863,6 +860,42 @@ impl<H: BuildHasher> GuardCore<H> {
             return Err(GuardError::Fleet(FleetError::Sealed));
         }
         Ok(ticket)
+    }
+
+    /// [guard.R1], [guard.R4] and [fleet.F4]: a create's copies, for a local create and for a
+    /// fleet member applying another's. Inserts `hash` into `current`, then a pending next
+    /// filter's hash of the key into it, each by `insert`. A filter at its memory ceiling
+    /// takes no copy and is marked after both inserts ([`mark_lacking`](Self::mark_lacking)).
+    /// Any other failure takes back the copy the current filter took, marks nothing and is
+    /// returned.
+    pub(crate) fn insert_copies(
+        &self,
+        current: &Generation<H>,
+        hash: u64,
+        next: Option<(&Generation<H>, u64)>,
+        insert: impl Fn(&CuckooFilter<H>, u64) -> Result<(), InsertError>,
+    ) -> Result<Copies, InsertError> {
+        let current_lacks = at_ceiling(insert(&current.filter, hash))?;
+        let mut copies = Copies {
+            current: !current_lacks,
+            next: None,
+        };
+        let mut next_lacks = None;
+        if let Some((next, next_hash)) = next {
+            match at_ceiling(insert(&next.filter, next_hash)) {
+                Ok(false) => copies.next = Some((next.id, next_hash)),
+                Ok(true) => next_lacks = Some(next),
+                Err(error) => {
+                    if copies.current {
+                        // The copy just added to the current filter is this create's own.
+                        current.filter.remove_hash(hash);
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        self.mark_lacking(current, current_lacks, next_lacks);
+        Ok(copies)
     }
 
     /// [guard.R4] Marks the generations a create could not enter at their memory ceiling

@@ -64,7 +64,7 @@
 // Without the `fleet` feature only lookups use this module (a guard alone never joins).
 #![cfg_attr(not(feature = "fleet"), allow(dead_code))]
 
-use super::{at_ceiling, Admission, Generation, GuardCore, Lookup};
+use super::{Admission, Generation, GuardCore, Lookup};
 use crate::sharded::bump;
 use crate::sync::{pin, AtomicBool, AtomicU64, Ordering};
 use crate::InsertError;
@@ -483,29 +483,19 @@ impl<H: BuildHasher> GuardCore<H> {
         // copy all the same ([fleet.F4]); counted as stale, so the rebuild policy reclaims
         // the slots.
         let duplicate = filters.current.filter.contains_hash(hash);
+        #[cfg(cuckoo_loom)]
+        let next = filters
+            .next
+            .as_deref()
+            .filter(|_| !self.broken.apply_skips_next);
+        #[cfg(not(cuckoo_loom))]
+        let next = filters.next.as_deref();
+        let next = next.map(|next| (next, next.filter.hash_key(key)));
         // [guard.R4]: a filter at its memory ceiling is marked instead, before the member
         // acknowledges, as a local create marks it before its store write.
-        let current_lacks = at_ceiling(filters.current.filter.insert_hash(hash))?;
-        let mut next_lacks = None;
-        if let Some(next) = &filters.next {
-            #[cfg(cuckoo_loom)]
-            if self.broken.apply_skips_next {
-                self.mark_lacking(&filters.current, current_lacks, None);
-                bump(&self.shard().applied_creates);
-                return Ok(());
-            }
-            match at_ceiling(next.filter.insert_hash(next.filter.hash_key(key))) {
-                Ok(false) => {}
-                Ok(true) => next_lacks = Some(&**next),
-                Err(error) => {
-                    if !current_lacks {
-                        filters.current.filter.remove_hash(hash);
-                    }
-                    return Err(error);
-                }
-            }
-        }
-        self.mark_lacking(&filters.current, current_lacks, next_lacks);
+        self.insert_copies(&filters.current, hash, next, |filter, hash| {
+            filter.insert_hash(hash)
+        })?;
         bump(&self.shard().applied_creates);
         if duplicate {
             self.stale_copy();
