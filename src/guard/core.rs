@@ -63,8 +63,8 @@
 //!   ([`Admission::FailOpen`], counted as [`GuardStats::passed_at_ceiling`]). Nothing clears a
 //!   mark: a marked generation leaves only by a rebuild's swap, and the next filter is marked
 //!   by every create that could not insert into it. A seal refuses a marked filter. An
-//!   automatic rebuild starts on the first write, or lookup that fails open, that finds the
-//!   current filter marked
+//!   automatic rebuild starts on the first write that finds the current filter marked, or on
+//!   one in 64 lookups that fail open
 //!   ([`RebuildReason::MemoryLimit`](super::RebuildReason::MemoryLimit)), sized for the keys
 //!   the filter holds and the creates it lacks, and no larger than the ceiling allows.
 //!

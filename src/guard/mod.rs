@@ -96,9 +96,10 @@
 //! different: the guard takes the create without a copy, and from then on passes every lookup
 //! that filter misses to the store ([`Admission::FailOpen`], counted in
 //! [`GuardStats::passed_at_ceiling`], reported once on standard error), so no row is hidden
-//! and no create refused. The first write, or lookup passed to the store, that finds the
-//! filter so starts an automatic rebuild ([`RebuildReason::MemoryLimit`]) sized for its keys and the creates it lacks, under
-//! the ceiling; the rebuild's filter answers "absent" again. While the store holds more keys
+//! and no create refused. The first write that finds the filter so, or one in 64 of the
+//! lookups it passes to the store, starts an automatic rebuild
+//! ([`RebuildReason::MemoryLimit`]) sized for its keys and the creates it lacks, under the
+//! ceiling; the rebuild's filter answers "absent" again. While the store holds more keys
 //! than fit under the ceiling, no rebuild fits (each failure waits longer before the next),
 //! and lookups go on passing to the store. A seal refuses such a filter
 //! ([`GuardError::AtCeiling`]).

@@ -306,13 +306,19 @@ impl<H: BuildHasher> GuardCore<H> {
         {
             return None;
         }
-        let pin = pin();
-        // ORDERING: Acquire; as in `filter`.
-        let filters = self.filters.load(Ordering::Acquire, &pin);
-        if filters.next.is_some() || !filters.current.lacks_keys() {
+        let still_lacking = || {
+            let pin = pin();
+            // ORDERING: Acquire; as in `filter`.
+            let filters = self.filters.load(Ordering::Acquire, &pin);
+            filters.next.is_none() && filters.current.lacks_keys()
+        };
+        if !still_lacking() {
             return None;
         }
-        self.claim_automatic(RebuildReason::MemoryLimit)
+        let triggered = self.claim_automatic(RebuildReason::MemoryLimit)?;
+        // Again under the claim, which no swap passes: a rebuild that ran between the first
+        // look and the claim may have ended the ceiling, and its successor need not scan.
+        still_lacking().then_some(triggered)
     }
 
     /// Claims an automatic rebuild for `reason`, unless a failed or skipped one's wait has not
