@@ -611,24 +611,48 @@ fn write_and_settle(guard: &CacheGuard<Mem>, k: u64) {
     std::thread::sleep(Duration::from_millis(20));
 }
 
-/// [guard.R4] with the automatic policy: writes at the ceiling start rebuilds (`MemoryLimit`),
-/// which fail while the store holds more keys than fit, and one succeeds once deletes made
-/// room; meanwhile no row is hidden.
-#[test]
-fn an_automatic_rebuild_starts_at_the_ceiling_and_ends_it_once_the_keys_fit() {
+/// A guard with the automatic policy filled with twice the keys that fit under its ceiling
+/// (the rebuild at the first create past the ceiling may fit, the later ones cannot), then
+/// written to until an automatic rebuild has failed (failed ones wait 1 s, doubling, before
+/// the next). Returns the guard, the end of its keys and the next key free to write.
+fn past_the_ceiling_with_a_failed_rebuild(deadline: Instant) -> (CacheGuard<Mem>, u64, u64) {
     let guard = CacheGuard::new(capped(1_000), Mem::new());
     guard.warm_up(100, |_| {}).unwrap();
-    // Twice the keys that fit: the rebuild at the first create past the ceiling may fit,
-    // the later ones cannot.
     let end = fill_past_the_ceiling(&guard, 0, 1_000);
-    // Failed automatic rebuilds wait before the next (1 s, doubling); writes retry them.
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut k = end;
     while guard.stats().rebuilds_failed == 0 {
         assert!(Instant::now() < deadline, "{:?}", guard.stats());
         write_and_settle(&guard, k);
         k += 1;
     }
+    (guard, end, k)
+}
+
+/// After a `MemoryLimit` rebuild ended the ceiling: it was the last rebuild, the `rows` are
+/// found, and the filter blocks absent keys from `absent` on again.
+fn assert_the_ceiling_ended(guard: &CacheGuard<Mem>, rows: std::ops::Range<u64>, absent: u64) {
+    let stats = guard.stats();
+    assert_eq!(
+        stats.last_rebuild.as_ref().map(|r| r.reason),
+        Some(RebuildReason::MemoryLimit)
+    );
+    assert!(!stats.at_ceiling, "{stats:?}");
+    for key in rows {
+        assert_eq!(guard.get(&key).unwrap(), Some(key));
+    }
+    let blocked = (absent..absent + 1_000)
+        .filter(|k| guard.admit(k).is_blocked())
+        .count();
+    assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
+}
+
+/// [guard.R4] with the automatic policy: writes at the ceiling start rebuilds (`MemoryLimit`),
+/// which fail while the store holds more keys than fit, and one succeeds once deletes made
+/// room; meanwhile no row is hidden.
+#[test]
+fn an_automatic_rebuild_starts_at_the_ceiling_and_ends_it_once_the_keys_fit() {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (guard, end, mut k) = past_the_ceiling_with_a_failed_rebuild(deadline);
     let stats = guard.stats();
     assert!(stats.at_ceiling, "{stats:?}");
     for k in 0..end {
@@ -645,35 +669,15 @@ fn an_automatic_rebuild_starts_at_the_ceiling_and_ends_it_once_the_keys_fit() {
         write_and_settle(&guard, k);
         k += 1;
     }
-    let stats = guard.stats();
-    assert_eq!(
-        stats.last_rebuild.as_ref().map(|r| r.reason),
-        Some(RebuildReason::MemoryLimit)
-    );
-    assert!(!stats.at_ceiling, "{stats:?}");
-    for key in end * 3 / 4..end {
-        assert_eq!(guard.get(&key).unwrap(), Some(key));
-    }
-    let blocked = (k..k + 1_000)
-        .filter(|k| guard.admit(k).is_blocked())
-        .count();
-    assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
+    assert_the_ceiling_ended(&guard, end * 3 / 4..end, k);
 }
 
 /// [guard.R4] with the automatic policy and no writes: rows deleted behind the guard's back
 /// make room, and the lookups that fail open at the ceiling start the rebuild that fits.
 #[test]
 fn lookups_failing_open_at_the_ceiling_start_the_rebuild_that_ends_it() {
-    let guard = CacheGuard::new(capped(1_000), Mem::new());
-    guard.warm_up(100, |_| {}).unwrap();
-    let end = fill_past_the_ceiling(&guard, 0, 1_000);
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut k = end;
-    while guard.stats().rebuilds_failed == 0 {
-        assert!(Instant::now() < deadline, "{:?}", guard.stats());
-        write_and_settle(&guard, k);
-        k += 1;
-    }
+    let (guard, end, k) = past_the_ceiling_with_a_failed_rebuild(deadline);
     settle(&guard);
     let before = guard.stats();
     assert!(before.at_ceiling, "{before:?}");
@@ -696,17 +700,7 @@ fn lookups_failing_open_at_the_ceiling_start_the_rebuild_that_ends_it() {
     let stats = guard.stats();
     assert_eq!(stats.rebuilds, before.rebuilds + 1, "{stats:?}");
     assert_eq!(stats.rebuilds_failed, before.rebuilds_failed, "{stats:?}");
-    assert_eq!(
-        stats.last_rebuild.as_ref().map(|r| r.reason),
-        Some(RebuildReason::MemoryLimit)
-    );
-    for key in end * 3 / 4..end {
-        assert_eq!(guard.get(&key).unwrap(), Some(key));
-    }
-    let blocked = (k + lookups..k + lookups + 1_000)
-        .filter(|k| guard.admit(k).is_blocked())
-        .count();
-    assert!(blocked > 950, "{blocked} of 1000 absent keys blocked");
+    assert_the_ceiling_ended(&guard, end * 3 / 4..end, k + lookups);
 }
 
 /// As the test above, on the async guard: a batch lookup that fails open at the ceiling starts

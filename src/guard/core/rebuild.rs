@@ -74,6 +74,15 @@ struct Log {
     backoff: Duration,
 }
 
+impl Log {
+    /// After a failed rebuild, or one that left the filter at its ceiling: the next automatic
+    /// one waits twice as long as the last wait ([`FIRST_BACKOFF`] to [`MAX_BACKOFF`]).
+    fn back_off(&mut self) {
+        self.backoff = (self.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+        self.not_before = Some(Instant::now() + self.backoff);
+    }
+}
+
 /// A copy of the rebuild counters, for [`GuardStats`](crate::guard::GuardStats).
 #[derive(Debug)]
 pub(crate) struct LogSnapshot {
@@ -362,8 +371,7 @@ impl<H: BuildHasher> GuardCore<H> {
         let mut log = self.rebuilds.lock();
         log.failed += 1;
         log.last_error = Some(format!("the next filter could not be built: {error}"));
-        log.backoff = (log.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
-        log.not_before = Some(Instant::now() + log.backoff);
+        log.back_off();
     }
 
     /// [gate.W3] The gate's flip (or, in a loom negative control, its unfenced variant).
@@ -661,8 +669,7 @@ impl<H: BuildHasher + Clone + Send + Sync + 'static> RebuildTurn<'_, H> {
             // [guard.R4]: creates met the ceiling in the new filter too; the next automatic
             // rebuild waits as after a failure, so writes and lookups at the ceiling do not scan
             // back to back.
-            log.backoff = (log.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
-            log.not_before = Some(Instant::now() + log.backoff);
+            log.back_off();
         } else {
             log.not_before = None;
             log.backoff = Duration::ZERO;
@@ -712,7 +719,6 @@ impl<H: Send + Sync + 'static> Drop for RebuildTurn<'_, H> {
             Stage::Leftover(phase) | Stage::Flipped(phase) => Some(phase),
             Stage::Scanning => None,
         };
-        log.backoff = (log.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
-        log.not_before = Some(Instant::now() + log.backoff);
+        log.back_off();
     }
 }
