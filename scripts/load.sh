@@ -13,8 +13,10 @@
 # starts two instances over PostgreSQL as one fleet (Redis at REDIS_URL coordinates them) and
 # drives both at once with half the connections each; full runs fail on the same 1% bound,
 # short runs report it. Then readers of existing ids alone and beside an attacker, with the
-# layer's throttle, closed-loop (wrk) and open-loop (oha, both at fixed rates); and the attack mix open-loop with oha at fixed rates (80% of what the
-# unguarded PostgreSQL run served, and twice that), with and without the layer.
+# layer's throttle, closed-loop (wrk) and open-loop (oha, both at fixed rates, and the readers
+# beside a second reader as the control); and the attack mix open-loop with oha at fixed
+# rates (80% of what the unguarded PostgreSQL run served, and twice that), with and without the
+# layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -253,15 +255,23 @@ throttle_run() {
     "${readers[@]}" >"$work/open_readers_attacked"
     wait "$attacker"
     s4=$(curl -sf "$admin/stats")
+    # The control: the readers beside a second reader in the attacker's place (another client,
+    # existing ids, the same rate), so the readers' p99 beside the attacker reads against what
+    # the same load costs when nothing is throttled.
+    local other=("${readers[@]/198.51.100.1/198.51.100.2}")
+    "${other[@]}" >/dev/null &
+    attacker=$!
+    "${readers[@]}" >"$work/open_readers_twice"
+    wait "$attacker"
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     pids=()
     local open_line
     open_line=$(python3 - "$work/open_readers_alone" "$work/open_readers_attacked" "$work/open_attacker" \
-        "$rate" "$(( $(stat_of "$s3" get) - $(stat_of "$s2" get) ))" \
+        "$work/open_readers_twice" "$rate" "$(( $(stat_of "$s3" get) - $(stat_of "$s2" get) ))" \
         "$(( $(stat_of "$s4" get) - $(stat_of "$s3" get) ))" "$EXTRA" <<'PY'
 import json, sys
-alone, attacked, attacker = (json.load(open(path)) for path in sys.argv[1:4])
-rate, q_alone, q_attacked, duration = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
+alone, attacked, attacker, twice = (json.load(open(path)) for path in sys.argv[1:5])
+rate, q_alone, q_attacked, duration = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8])
 served = lambda j: j["summary"]["requestsPerSec"]
 ms = lambda j, key: 1000 * (j["latencyPercentiles"].get(key) or 0)
 codes = attacker.get("statusCodeDistribution", {})
@@ -269,11 +279,13 @@ sent = sum(codes.values())
 throttled = codes.get("429", 0)
 print("Open loop, readers at %d requests/s: alone %.0f served, p50 %.2f ms, p99 %.2f ms, %.1f DB queries/s; "
       "beside an attacker at %d requests/s from one client: %.0f served (%.3fx), p50 %.2f ms, p99 %.2f ms (%.2fx), "
-      "%.1f DB queries/s; %d of the attacker's %d requests (%.1f%%) answered 429." % (
+      "%.1f DB queries/s; %d of the attacker's %d requests (%.1f%%) answered 429. "
+      "The control, the readers beside a second reader at %d requests/s: p99 %.2f ms (%.2fx)." % (
     rate, served(alone), ms(alone, "p50"), ms(alone, "p99"), q_alone / duration,
     rate, served(attacked), served(attacked) / served(alone), ms(attacked, "p50"), ms(attacked, "p99"),
     ms(attacked, "p99") / max(ms(alone, "p99"), 1e-9), q_attacked / duration,
-    throttled, sent, 100.0 * throttled / max(sent, 1)))
+    throttled, sent, 100.0 * throttled / max(sent, 1),
+    rate, ms(twice, "p99"), ms(twice, "p99") / max(ms(alone, "p99"), 1e-9)))
 PY
 )
     local rps_alone rps_attacked p99_alone p99_attacked attacks throttled q_alone q_attacked
