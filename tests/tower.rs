@@ -290,9 +290,11 @@ fn throttled_app(
     cuckoo_guard::tower::throttle::Throttle<key::Header<String>>,
 ) {
     // A minute's window, so that a slow machine cannot split the counts the tests need.
-    let throttle = cuckoo_guard::tower::throttle::Throttle::new(key::header::<String>("x-client"))
-        .window(std::time::Duration::from_secs(60))
-        .unwrap();
+    let throttle =
+        cuckoo_guard::tower::throttle::Throttle::builder(key::header::<String>("x-client"))
+            .window(std::time::Duration::from_secs(60))
+            .build()
+            .unwrap();
     let app = Router::new()
         .route("/users/{id}", get(user))
         .route_layer(
@@ -381,21 +383,26 @@ async fn a_client_whose_blocked_share_stays_under_the_threshold_is_not_throttled
 fn throttle_settings_out_of_range_are_errors() {
     use cuckoo_guard::tower::throttle::{Throttle, ThrottleError};
     use std::time::Duration;
-    let throttle = || Throttle::new(key::header::<String>("x-client"));
+    let throttle = || Throttle::builder(key::header::<String>("x-client"));
     assert!(matches!(
-        throttle().blocked_share(0.0),
+        throttle().blocked_share(0.0).build(),
         Err(ThrottleError::BlockedShare(_))
     ));
     assert!(matches!(
-        throttle().blocked_share(f64::NAN),
+        throttle().blocked_share(f64::NAN).build(),
         Err(ThrottleError::BlockedShare(_))
     ));
+    assert!(matches!(throttle().blocked_share(1.0).build(), Ok(_)));
     assert!(matches!(
-        throttle().window(Duration::ZERO),
+        throttle().window(Duration::ZERO).build(),
         Err(ThrottleError::ZeroDuration)
     ));
     assert!(matches!(
-        throttle().max_clients(0),
+        throttle().cool_down(Duration::ZERO).build(),
+        Err(ThrottleError::ZeroDuration)
+    ));
+    assert!(matches!(
+        throttle().max_clients(0).build(),
         Err(ThrottleError::ZeroClients)
     ));
 }

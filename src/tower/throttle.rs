@@ -7,8 +7,8 @@
 //! API key, or any closure: an [`ExtractKey`]) in a bounded cache (moka's, least recently
 //! used out first), so an attacker who varies its client key evicts entries but cannot grow
 //! memory. The share is measured over a window: a client is throttled once, within one window,
-//! at least [`min_blocked`](Throttle::min_blocked) of its requests were blocked and they make
-//! at least [`blocked_share`](Throttle::blocked_share) of its requests. A client whose keys all
+//! at least [`min_blocked`](ThrottleBuilder::min_blocked) of its requests were blocked and they
+//! make at least [`blocked_share`](ThrottleBuilder::blocked_share) of its requests. A client whose keys all
 //! exist is never blocked, so never throttled, whatever its rate.
 
 use std::fmt;
@@ -85,7 +85,8 @@ pub struct ThrottleStats {
 /// ```
 /// use cuckoo_guard::tower::{key, throttle::{Throttle, ThrottleError}};
 ///
-/// let error = Throttle::new(key::header::<String>("x-api-key")).blocked_share(1.5).unwrap_err();
+/// let built = Throttle::builder(key::header::<String>("x-api-key")).blocked_share(1.5).build();
+/// let error = built.unwrap_err();
 /// assert!(matches!(error, ThrottleError::BlockedShare(_)));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -144,7 +145,8 @@ struct Shared<K> {
 }
 
 /// Throttling of the clients whose requests the filter keeps blocking: see the
-/// [module](self). Configure it, keep a clone for its [`stats`](Self::stats), and give it to
+/// [module](self). Make it with [`new`](Self::new) or configure it with
+/// [`builder`](Self::builder), keep a clone for its [`stats`](Self::stats), and give it to
 /// [`GuardLayer::throttle`](super::GuardLayer::throttle).
 ///
 /// Defaults: a client is throttled once at least 20 of its requests within a 1-second window
@@ -159,9 +161,10 @@ struct Shared<K> {
 /// use cuckoo_guard::tower::{key, throttle::Throttle, GuardLayer};
 /// use cuckoo_guard::CuckooFilter;
 ///
-/// let throttle = Throttle::new(key::header::<String>("x-api-key"))
-///     .blocked_share(0.8)?
-///     .cool_down(Duration::from_secs(30))?;
+/// let throttle = Throttle::builder(key::header::<String>("x-api-key"))
+///     .blocked_share(0.8)
+///     .cool_down(Duration::from_secs(30))
+///     .build()?;
 /// let filter = Arc::new(CuckooFilter::with_capacity(1_000));
 /// let layer = GuardLayer::new(filter, key::path_segment::<u64>(1)).throttle(throttle.clone());
 /// # let _ = layer;
@@ -190,23 +193,197 @@ impl<C: ExtractKey> fmt::Debug for Throttle<C> {
     }
 }
 
+impl Settings {
+    const DEFAULT: Settings = Settings {
+        share: 0.5,
+        min_blocked: 20,
+        window: Duration::from_secs(1),
+        cool_down: Duration::from_secs(10),
+        max_clients: 100_000,
+    };
+}
+
+/// The settings of a [`Throttle`], checked by [`build`](Self::build); from
+/// [`Throttle::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use cuckoo_guard::tower::{key, throttle::Throttle};
+///
+/// let throttle = Throttle::builder(key::header::<String>("x-api-key"))
+///     .blocked_share(0.8)
+///     .min_blocked(50)
+///     .window(Duration::from_secs(5))
+///     .cool_down(Duration::from_secs(60))
+///     .max_clients(10_000)
+///     .build()?;
+/// # let _ = throttle;
+/// # Ok::<(), cuckoo_guard::tower::throttle::ThrottleError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ThrottleBuilder<C> {
+    client: C,
+    settings: Settings,
+}
+
+impl<C> ThrottleBuilder<C> {
+    /// The share of a client's requests within a window that must have been blocked for it
+    /// to be throttled, in (0, 1] (default 0.5).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let builder = Throttle::builder(key::header::<String>("x-api-key"));
+    /// assert!(builder.blocked_share(0.9).build().is_ok());
+    /// ```
+    pub fn blocked_share(mut self, share: f64) -> Self {
+        self.settings.share = share;
+        self
+    }
+
+    /// The fewest blocked requests within a window that can throttle a client (default 20,
+    /// at least 1), so that a client's few mistyped ids never do.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let builder = Throttle::builder(key::header::<String>("x-api-key"));
+    /// assert!(builder.min_blocked(100).build().is_ok());
+    /// ```
+    pub fn min_blocked(mut self, requests: u32) -> Self {
+        self.settings.min_blocked = requests.max(1);
+        self
+    }
+
+    /// The window the share is measured over (default 1 second).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let builder = Throttle::builder(key::header::<String>("x-api-key"));
+    /// assert!(builder.window(Duration::from_secs(5)).build().is_ok());
+    /// ```
+    pub fn window(mut self, window: Duration) -> Self {
+        self.settings.window = window;
+        self
+    }
+
+    /// How long a throttled client is answered `429` (default 10 seconds); `Retry-After`
+    /// gives the seconds left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let builder = Throttle::builder(key::header::<String>("x-api-key"));
+    /// assert!(builder.cool_down(Duration::ZERO).build().is_err());
+    /// ```
+    pub fn cool_down(mut self, cool_down: Duration) -> Self {
+        self.settings.cool_down = cool_down;
+        self
+    }
+
+    /// The most clients tracked at once (default 100,000); past it the least recently seen
+    /// are forgotten.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let builder = Throttle::builder(key::header::<String>("x-api-key"));
+    /// assert!(builder.max_clients(1_000).build().is_ok());
+    /// ```
+    pub fn max_clients(mut self, clients: u64) -> Self {
+        self.settings.max_clients = clients;
+        self
+    }
+
+    /// The throttle.
+    ///
+    /// # Errors
+    ///
+    /// [`ThrottleError::BlockedShare`] for a share outside (0, 1] or NaN,
+    /// [`ThrottleError::ZeroDuration`] for a zero window or cool-down,
+    /// [`ThrottleError::ZeroClients`] for a zero client bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::{key, throttle::{Throttle, ThrottleError}};
+    ///
+    /// let built = Throttle::builder(key::header::<String>("x-api-key")).max_clients(0).build();
+    /// assert!(matches!(built, Err(ThrottleError::ZeroClients)));
+    /// ```
+    pub fn build(self) -> Result<Throttle<C>, ThrottleError>
+    where
+        C: ExtractKey,
+        C::Key: Hash + Eq + Send + Sync + 'static,
+    {
+        let settings = self.settings;
+        if !(settings.share > 0.0 && settings.share <= 1.0) {
+            return Err(ThrottleError::BlockedShare(settings.share));
+        }
+        if settings.window.is_zero() || settings.cool_down.is_zero() {
+            return Err(ThrottleError::ZeroDuration);
+        }
+        if settings.max_clients == 0 {
+            return Err(ThrottleError::ZeroClients);
+        }
+        Ok(Throttle::with(self.client, settings))
+    }
+}
+
 impl<C> Throttle<C>
 where
     C: ExtractKey,
     C::Key: Hash + Eq + Send + Sync + 'static,
 {
     /// A throttle of the clients `client` names, with the default settings.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let throttle = Throttle::new(key::header::<String>("x-forwarded-for"));
+    /// assert_eq!(throttle.stats().clients_throttled, 0);
+    /// ```
     pub fn new(client: C) -> Self {
-        Self::with(
+        Self::with(client, Settings::DEFAULT)
+    }
+
+    /// A builder for a throttle of the clients `client` names, from the default settings.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let throttle = Throttle::builder(key::header::<String>("x-api-key"))
+    ///     .cool_down(Duration::from_secs(30))
+    ///     .build()?;
+    /// # let _ = throttle;
+    /// # Ok::<(), cuckoo_guard::tower::throttle::ThrottleError>(())
+    /// ```
+    pub fn builder(client: C) -> ThrottleBuilder<C> {
+        ThrottleBuilder {
             client,
-            Settings {
-                share: 0.5,
-                min_blocked: 20,
-                window: Duration::from_secs(1),
-                cool_down: Duration::from_secs(10),
-                max_clients: 100_000,
-            },
-        )
+            settings: Settings::DEFAULT,
+        }
     }
 
     fn with(client: C, settings: Settings) -> Self {
@@ -223,112 +400,6 @@ where
                 clients_throttled: AtomicU64::new(0),
             }),
         }
-    }
-
-    fn set(self, change: impl FnOnce(&mut Settings)) -> Self {
-        let mut settings = self.shared.settings;
-        change(&mut settings);
-        Self::with(self.client, settings)
-    }
-
-    /// The share of a client's requests within a window that must have been blocked for it
-    /// to be throttled, in (0, 1] (default 0.5).
-    ///
-    /// # Errors
-    ///
-    /// [`ThrottleError::BlockedShare`] outside (0, 1] or NaN.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::tower::{key, throttle::Throttle};
-    ///
-    /// assert!(Throttle::new(key::header::<String>("x-api-key")).blocked_share(0.9).is_ok());
-    /// ```
-    pub fn blocked_share(self, share: f64) -> Result<Self, ThrottleError> {
-        if !(share > 0.0 && share <= 1.0) {
-            return Err(ThrottleError::BlockedShare(share));
-        }
-        Ok(self.set(|s| s.share = share))
-    }
-
-    /// The fewest blocked requests within a window that can throttle a client (default 20),
-    /// so that a client's few mistyped ids never do.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::tower::{key, throttle::Throttle};
-    ///
-    /// let throttle = Throttle::new(key::header::<String>("x-api-key")).min_blocked(100);
-    /// # let _ = throttle;
-    /// ```
-    pub fn min_blocked(self, requests: u32) -> Self {
-        self.set(|s| s.min_blocked = requests.max(1))
-    }
-
-    /// The window the share is measured over (default 1 second).
-    ///
-    /// # Errors
-    ///
-    /// [`ThrottleError::ZeroDuration`] for zero.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cuckoo_guard::tower::{key, throttle::Throttle};
-    ///
-    /// assert!(Throttle::new(key::header::<String>("x-api-key")).window(Duration::from_secs(5)).is_ok());
-    /// ```
-    pub fn window(self, window: Duration) -> Result<Self, ThrottleError> {
-        if window.is_zero() {
-            return Err(ThrottleError::ZeroDuration);
-        }
-        Ok(self.set(|s| s.window = window))
-    }
-
-    /// How long a throttled client is answered `429` (default 10 seconds); `Retry-After`
-    /// gives the seconds left.
-    ///
-    /// # Errors
-    ///
-    /// [`ThrottleError::ZeroDuration`] for zero.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cuckoo_guard::tower::{key, throttle::Throttle};
-    ///
-    /// assert!(Throttle::new(key::header::<String>("x-api-key")).cool_down(Duration::ZERO).is_err());
-    /// ```
-    pub fn cool_down(self, cool_down: Duration) -> Result<Self, ThrottleError> {
-        if cool_down.is_zero() {
-            return Err(ThrottleError::ZeroDuration);
-        }
-        Ok(self.set(|s| s.cool_down = cool_down))
-    }
-
-    /// The most clients tracked at once (default 100,000); past it the least recently seen
-    /// are forgotten.
-    ///
-    /// # Errors
-    ///
-    /// [`ThrottleError::ZeroClients`] for zero.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cuckoo_guard::tower::{key, throttle::Throttle};
-    ///
-    /// assert!(Throttle::new(key::header::<String>("x-api-key")).max_clients(1_000).is_ok());
-    /// ```
-    pub fn max_clients(self, clients: u64) -> Result<Self, ThrottleError> {
-        if clients == 0 {
-            return Err(ThrottleError::ZeroClients);
-        }
-        Ok(self.set(|s| s.max_clients = clients))
     }
 
     /// The throttle's counts so far, shared by every clone.
