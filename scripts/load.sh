@@ -11,8 +11,8 @@
 # listener (the public one answers 404 there, which each run checks). Fails if the guard does
 # not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s. A last run
 # starts two instances over PostgreSQL as one fleet (Redis at REDIS_URL coordinates them) and
-# drives both at once with half the connections each; full runs fail on the same 1% bound,
-# short runs report it. Then readers of existing ids alone and beside an attacker, with the
+# drives both at once with half the connections each (and the same two without a fleet, the
+# control); full runs fail on the same 1% bound, short runs report it. Then readers of existing ids alone and beside an attacker, with the
 # layer's throttle, closed-loop (wrk) and open-loop (oha, both at fixed rates, and the readers
 # beside a second reader as the control); and the attack mix open-loop with oha at fixed
 # rates (80% of what the unguarded PostgreSQL run served, and twice that), with and without the
@@ -165,15 +165,20 @@ start_instance() {
     admin_url=$(grep '^admin ' "$work/$name.out" | grep -o 'http://[0-9.:]*')
 }
 
+# Two instances over PostgreSQL driven at once, half the connections each: as one fleet ($1 =
+# fleet), or each on its own ($1 = plain, the control: what two saturated instances and two
+# clients cost on this machine without a fleet).
 fleet_run() {
-    local fleet="load-fleet-$$-$(date +%s)" half=$(( CONNECTIONS / 2 ))
+    local mode=$1 fleet="load-fleet-$$-$(date +%s)" half=$(( CONNECTIONS / 2 ))
     local args=(--db "$DATABASE_URL" --listen 127.0.0.1:0 --admin-addr 127.0.0.1:0 --seed "$ROWS"
-        --table load_users --fleet-redis "$REDIS_URL" --fleet-name "$fleet")
+        --table load_users)
+    if [ "$mode" = fleet ]; then args+=(--fleet-redis "$REDIS_URL" --fleet-name "$fleet"); fi
     start_instance a "${args[@]}"
     local base_a=$base_url admin_a=$admin_url
     start_instance b "${args[@]}"
     local base_b=$base_url admin_b=$admin_url
     for _ in $(seq 1 600); do
+        if [ "$mode" = plain ]; then break; fi
         if curl -sf "$admin_a/stats" | grep -q '"serving":true' \
             && curl -sf "$admin_b/stats" | grep -q '"serving":true'; then break; fi
         sleep 0.1
@@ -189,7 +194,7 @@ fleet_run() {
     after_a=$(curl -sf "$admin_a/stats"); after_b=$(curl -sf "$admin_b/stats")
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     pids=()
-    if command -v redis-cli >/dev/null; then
+    if [ "$mode" = fleet ] && command -v redis-cli >/dev/null; then
         redis-cli -u "$REDIS_URL" --scan --pattern "cuckoo-guard:{$fleet}*" \
             | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null || true
     fi
@@ -202,6 +207,12 @@ fleet_run() {
         + $(stat_of "$after_b" get) - $(stat_of "$before_b" get) ))
     local open=$(( $(stat_of "$after_a" passed_failing_open) - $(stat_of "$before_a" passed_failing_open) \
         + $(stat_of "$after_b" passed_failing_open) - $(stat_of "$before_b" passed_failing_open) ))
+    if [ "$mode" = plain ]; then
+        plain_line=$(awk -v a="$rps_a" -v b="$rps_b" -v pa="$p99_a" -v pb="$p99_b" -v q="$queries" \
+            -v d="$DURATION" 'BEGIN { printf "The control, two instances over PostgreSQL without a fleet, driven the same way: %.0f requests/s together (%.0f + %.0f), p99 %s and %s, %.0f DB queries/s.", a + b, a, b, pa, pb, q / d }')
+        echo "    $plain_line"
+        return
+    fi
     fleet_line=$(awk -v a="$rps_a" -v b="$rps_b" -v pa="$p99_a" -v pb="$p99_b" -v q="$queries" \
         -v o="$open" -v d="$DURATION" 'BEGIN { printf "Two instances over PostgreSQL as one fleet (Redis coordinating), wrk at each with half the connections: %.0f requests/s together (%.0f + %.0f), p99 %s and %s, %.0f DB queries/s, %d lookups failed open.", a + b, a, b, pa, pb, q / d, o }')
     local name
@@ -212,8 +223,9 @@ fleet_run() {
     echo "    $fleet_line"
 }
 
-echo "==> two instances as one fleet"
-fleet_run
+echo "==> two instances as one fleet, and without a fleet (the control)"
+fleet_run fleet
+fleet_run plain
 
 # One open-loop run of the readers at rate $1 on an instance of its own with the throttle:
 # alone, beside the attacker or beside a second reader ($2: alone, attacked, control).
@@ -396,8 +408,8 @@ awk -v duration="$DURATION" -v threads="$THREADS" -v conns="$CONNECTIONS" -v row
         printf "\n%d s per run, wrk with %d threads and %d connections on the same 2-core machine as the service and the database; %d users seeded, half the requests for a hot set of %d (cached before the run), half for absent ids, each new.\n", \
             duration, threads, conns, rows, hot
     }' "$results" >"$table"
-printf '\n%s\n\n%s\n\nOpen-loop (oha, %d s per rate, latency counted from when each request was due):\n\n' \
-    "$fleet_line" "$throttle_line" "$EXTRA" >>"$table"
+printf '\n%s %s\n\n%s\n\nOpen-loop (oha, %d s per rate, latency counted from when each request was due):\n\n' \
+    "$fleet_line" "$plain_line" "$throttle_line" "$EXTRA" >>"$table"
 cat "$work/open_loop" >>"$table"
 echo
 cat "$table"
