@@ -12,11 +12,11 @@
 # not cut PostgreSQL's queries by 99%, or (full runs) does not raise requests/s. A last run
 # starts two instances over PostgreSQL as one fleet (Redis at REDIS_URL coordinates them) and
 # drives both at once with half the connections each (and the same two without a fleet, the
-# control); full runs fail on the same 1% bound, short runs report it. Then readers of existing ids alone and beside an attacker, with the
-# layer's throttle, closed-loop (wrk) and open-loop (oha, both at fixed rates, and the readers
-# beside a second reader as the control); and the attack mix open-loop with oha at fixed
-# rates (80% of what the unguarded PostgreSQL run served, and twice that), with and without the
-# layer.
+# control); full runs fail on the same 1% bound, short runs report it. Then readers of
+# existing ids alone and beside an attacker, with the layer's throttle, closed-loop (wrk) and
+# open-loop (oha, both at fixed rates, and the readers beside a second reader as the
+# control); and the attack mix open-loop with oha at fixed rates (80% of what the unguarded
+# PostgreSQL run served, and twice that), with and without the layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -144,6 +144,12 @@ for db in sqlite postgres; do
     done
 done
 
+# Stops the instances start_instance started.
+stop_instances() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    pids=()
+}
+
 # Starts an instance with "$@" writing to $work/$name.out; sets base_url and admin_url.
 start_instance() {
     local name=$1
@@ -177,12 +183,13 @@ fleet_run() {
     local base_a=$base_url admin_a=$admin_url
     start_instance b "${args[@]}"
     local base_b=$base_url admin_b=$admin_url
-    for _ in $(seq 1 600); do
-        if [ "$mode" = plain ]; then break; fi
-        if curl -sf "$admin_a/stats" | grep -q '"serving":true' \
-            && curl -sf "$admin_b/stats" | grep -q '"serving":true'; then break; fi
-        sleep 0.1
-    done
+    if [ "$mode" = fleet ]; then
+        for _ in $(seq 1 600); do
+            if curl -sf "$admin_a/stats" | grep -q '"serving":true' \
+                && curl -sf "$admin_b/stats" | grep -q '"serving":true'; then break; fi
+            sleep 0.1
+        done
+    fi
     PHASE=warm THREADS=1 wrk -t1 -c"$half" -d2s -s scripts/attack.lua "$base_a" >/dev/null
     PHASE=warm THREADS=1 wrk -t1 -c"$half" -d2s -s scripts/attack.lua "$base_b" >/dev/null
     local before_a before_b after_a after_b
@@ -192,8 +199,7 @@ fleet_run() {
     wrk -t1 -c"$half" -d"${DURATION}s" --latency -s scripts/attack.lua "$base_b" >"$work/wrk_b"
     wait "$wrk_a"
     after_a=$(curl -sf "$admin_a/stats"); after_b=$(curl -sf "$admin_b/stats")
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    pids=()
+    stop_instances
     if [ "$mode" = fleet ] && command -v redis-cli >/dev/null; then
         redis-cli -u "$REDIS_URL" --scan --pattern "cuckoo-guard:{$fleet}*" \
             | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null || true
@@ -253,8 +259,7 @@ open_readers() {
     if [ -n "$other" ]; then wait "$other"; fi
     after=$(curl -sf "$admin/stats")
     echo $(( $(stat_of "$after" get) - $(stat_of "$before" get) )) >"$work/open_queries_$kind"
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    pids=()
+    stop_instances
 }
 
 # Readers of existing ids (a client per wrk thread) alone, then beside an attacker asking for
@@ -279,8 +284,7 @@ throttle_run() {
         "$base" >"$work/readers_attacked"
     wait "$attacker"
     s2=$(curl -sf "$admin/stats")
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    pids=()
+    stop_instances
     # Open loop: the readers at a quarter of the rate they reached alone, alone, beside the
     # attacker at the same fixed rate (half the service's closed-loop rate in all, on the
     # machine that also runs both clients), and beside a second reader in the attacker's
@@ -357,8 +361,7 @@ open_loop_run() {
         --output-format json --rand-regex-url "$base/users/([1-9][0-9]{0,3}|1[0-9]{9})" \
         >"$work/oha.json"
     after=$(curl -sf "$admin/stats")
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    pids=()
+    stop_instances
     local queries=$(( $(stat_of "$after" get) - $(stat_of "$before" get) ))
     python3 - "$work/oha.json" "$mode" "$rate" "$queries" "$EXTRA" >>"$work/open_loop" <<'PY'
 import json, sys

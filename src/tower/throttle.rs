@@ -8,8 +8,8 @@
 //! used out first), so an attacker who varies its client key evicts entries but cannot grow
 //! memory. The share is measured over a window: a client is throttled once, within one window,
 //! at least [`min_blocked`](ThrottleBuilder::min_blocked) of its requests were blocked and they
-//! make at least [`blocked_share`](ThrottleBuilder::blocked_share) of its requests. A client whose keys all
-//! exist is never blocked, so never throttled, whatever its rate.
+//! make at least [`blocked_share`](ThrottleBuilder::blocked_share) of its requests. A client
+//! whose keys all exist is never blocked, so never throttled, whatever its rate.
 
 use std::fmt;
 use std::hash::Hash;
