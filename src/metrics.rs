@@ -58,6 +58,7 @@
 //! | `cuckoo_guard_layer_shadow_false_negatives_total` | counter | `ShadowStats::would_be_false_negatives` |
 //! | `cuckoo_guard_layer_throttled_requests_total` | counter | `ThrottleStats::throttled_requests` |
 //! | `cuckoo_guard_layer_clients_throttled_total` | counter | `ThrottleStats::clients_throttled` |
+//! | `cuckoo_guard_layer_held_requests_total` | counter | `ThrottleStats::held_requests` |
 //!
 //! A fleet member (features `fleet` and `metrics`) counts its coordination apart from its
 //! guard; `record_fleet` writes its `FleetStats`, labelled `fleet` with the fleet's name:
@@ -579,6 +580,10 @@ pub fn record_throttle(stats: &crate::tower::throttle::ThrottleStats, name: &str
         (
             "cuckoo_guard_layer_clients_throttled_total",
             stats.clients_throttled,
+        ),
+        (
+            "cuckoo_guard_layer_held_requests_total",
+            stats.held_requests,
         ),
     ] {
         counter!(metric, "guard" => name.to_owned()).absolute(value);

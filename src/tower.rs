@@ -164,7 +164,7 @@ mod shadow;
 pub mod throttle;
 
 pub use self::shadow::{ShadowFuture, ShadowLayer, ShadowService, ShadowStats};
-use self::throttle::{NoThrottle, Throttle, Throttling};
+use self::throttle::{NoThrottle, Refusal, Throttle, Throttling};
 
 /// Something that decides, from a filter alone, whether a lookup of a key may go on.
 ///
@@ -613,12 +613,17 @@ where
         if let Some(key) = self.extract.extract(&parts) {
             let ticket = match self.throttle.screen(&parts) {
                 Ok(ticket) => ticket,
-                Err(throttled) => {
-                    return ResponseFuture {
-                        state: State::Blocked {
-                            response: Some(throttled),
+                Err(refusal) => {
+                    let state = match refusal.sleep() {
+                        Some(sleep) => State::Held {
+                            sleep,
+                            refusal: Some(refusal),
                         },
-                    }
+                        None => State::Blocked {
+                            response: Some(refusal.into_response()),
+                        },
+                    };
+                    return ResponseFuture { state };
                 }
             };
             let admission = self.guard.admit(&key);
@@ -641,8 +646,8 @@ where
 }
 
 pin_project! {
-    /// The response future of a [`GuardService`]: the blocked response at once, or the inner
-    /// service's.
+    /// The response future of a [`GuardService`]: the blocked response at once, a throttled
+    /// client's `429` once its hold has passed, or the inner service's.
     ///
     /// # Examples
     ///
@@ -670,6 +675,7 @@ pin_project! {
     #[project = StateProj]
     enum State<F, B> {
         Blocked { response: Option<Response<B>> },
+        Held { sleep: Pin<Box<tokio::time::Sleep>>, refusal: Option<Refusal<B>> },
         Inner { #[pin] future: F },
     }
 }
@@ -685,6 +691,13 @@ where
             StateProj::Blocked { response } => Poll::Ready(Ok(response
                 .take()
                 .expect("a blocked response future is not polled after it completed"))),
+            StateProj::Held { sleep, refusal } => {
+                std::task::ready!(sleep.as_mut().poll(cx));
+                Poll::Ready(Ok(refusal
+                    .take()
+                    .expect("a held response future is not polled after it completed")
+                    .into_response()))
+            }
             StateProj::Inner { future } => future.poll(cx),
         }
     }

@@ -379,6 +379,117 @@ async fn a_client_whose_blocked_share_stays_under_the_threshold_is_not_throttled
     assert_eq!(throttle.stats().clients_throttled, 0);
 }
 
+/// A throttle holding each `429` for 2 seconds, at most one at a time; tokio's clock is
+/// paused, so the holds pass in virtual time.
+#[tokio::test(start_paused = true)]
+async fn a_held_answer_waits_out_its_hold_and_past_max_held_is_sent_at_once() {
+    use cuckoo_guard::tower::throttle::Throttle;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let guard = guard(0..1_000);
+    let throttle = Throttle::builder(key::header::<String>("x-client"))
+        .window(Duration::from_secs(60))
+        .hold(Duration::from_secs(2))
+        .max_held(1)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/users/{id}", get(user))
+        .route_layer(
+            GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)).throttle(throttle.clone()),
+        )
+        .with_state(guard.clone());
+    for id in 0..20u64 {
+        let response = status_as(&app, "attacker", &format!("/users/{}", 1_000_000 + id)).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "request {id}");
+    }
+    let started = Instant::now();
+    let held = tokio::spawn({
+        let app = app.clone();
+        async move { status_as(&app, "attacker", "/users/1").await }
+    });
+    for _ in 0..100 {
+        if throttle.stats().held_requests == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(throttle.stats().held_requests, 1, "the first 429 is held");
+    // The one place is taken: the next 429 is sent at once, and a reader is served meanwhile.
+    let at_once = status_as(&app, "attacker", "/users/2").await;
+    assert_eq!(at_once.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        status_as(&app, "reader", "/users/3").await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(started.elapsed(), Duration::ZERO, "neither waited");
+    assert!(!held.is_finished(), "the held 429 waits for its hold");
+    let held = held.await.unwrap();
+    assert_eq!(held.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(held.headers().contains_key("retry-after"));
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Its place was given back: the next 429 is held again.
+    let again = Instant::now();
+    let response = status_as(&app, "attacker", "/users/4").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        again.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        again.elapsed()
+    );
+    let stats = throttle.stats();
+    assert_eq!((stats.throttled_requests, stats.held_requests), (3, 2));
+}
+
+/// Outside a tokio runtime there is no timer to hold with: a throttled client's `429` is
+/// ready at the first poll, and no hold is counted.
+#[test]
+fn outside_a_runtime_a_429_is_sent_at_once() {
+    use cuckoo_guard::tower::throttle::Throttle;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+    use tower::{Layer, Service};
+
+    let throttle = Throttle::builder(key::header::<String>("x-client"))
+        .window(Duration::from_secs(60))
+        .hold(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let inner = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(())) });
+    let mut service = GuardLayer::new(
+        Arc::new(CuckooFilter::with_capacity(1_000)),
+        key::path_segment::<u64>(0),
+    )
+    .throttle(throttle.clone())
+    .layer(inner);
+    let mut context = Context::from_waker(Waker::noop());
+    let mut statuses = Vec::new();
+    for id in 0..21u64 {
+        let request = Request::get(format!("/{id}"))
+            .header("x-client", "attacker")
+            .body(())
+            .unwrap();
+        let mut future = std::pin::pin!(service.call(request));
+        match future.as_mut().poll(&mut context) {
+            Poll::Ready(response) => statuses.push(response.unwrap().status()),
+            Poll::Pending => panic!("request {id} was held outside a runtime"),
+        }
+    }
+    assert!(
+        statuses[..20].iter().all(|s| *s == StatusCode::NOT_FOUND),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[20], StatusCode::TOO_MANY_REQUESTS);
+    let stats = throttle.stats();
+    assert_eq!((stats.throttled_requests, stats.held_requests), (1, 0));
+}
+
 #[test]
 fn throttle_settings_out_of_range_are_errors() {
     use cuckoo_guard::tower::throttle::{Throttle, ThrottleError};
@@ -405,4 +516,12 @@ fn throttle_settings_out_of_range_are_errors() {
         throttle().max_clients(0).build(),
         Err(ThrottleError::ZeroClients)
     ));
+    assert!(matches!(
+        throttle().hold(Duration::from_secs(10)).build(),
+        Err(ThrottleError::HoldNotShorter)
+    ));
+    assert!(throttle()
+        .hold(Duration::from_millis(9_999))
+        .build()
+        .is_ok());
 }

@@ -3,6 +3,7 @@
 
 use std::error::Error as StdError;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Any error of the service's set-up.
 ///
@@ -138,6 +139,11 @@ pub struct Config {
     /// ([`Throttle`](cuckoo_guard::tower::throttle::Throttle)'s defaults). Set it only behind a
     /// proxy that sets the header; a client could otherwise name itself anything.
     pub throttle_by: Option<String>,
+    /// How long the throttle holds each `429` before sending it
+    /// ([`ThrottleBuilder::hold`](cuckoo_guard::tower::throttle::ThrottleBuilder::hold)),
+    /// with [`throttle_by`](Self::throttle_by); zero (the default) sends it at once. Shorter
+    /// than the throttle's 10-second cool-down.
+    pub throttle_hold: Duration,
 }
 
 /// The fleet a replica joins ([`Config::fleet`]): its coordinator (Redis) and its name.
@@ -212,6 +218,7 @@ impl Config {
             max_name_bytes: 1024,
             fleet: None,
             throttle_by: None,
+            throttle_hold: Duration::ZERO,
         }
     }
 }

@@ -63,6 +63,11 @@ struct Args {
     /// request header (its first comma-separated value: `x-forwarded-for` behind a proxy).
     #[arg(long, value_name = "HEADER")]
     throttle_by: Option<String>,
+    /// Hold each 429 this many milliseconds before sending it (under 10,000), so that a
+    /// throttled client waiting for its answers sends at most one request per connection
+    /// per hold.
+    #[arg(long, value_name = "MS", default_value_t = 0, requires = "throttle_by")]
+    throttle_hold_ms: u64,
 }
 
 /// `--admin-addr`: an address, or `off`.
@@ -111,6 +116,7 @@ async fn main() -> ExitCode {
     config.cache_bytes = args.cache_bytes;
     config.max_name_bytes = args.max_name_bytes as usize;
     config.throttle_by = args.throttle_by;
+    config.throttle_hold = std::time::Duration::from_millis(args.throttle_hold_ms);
     config.fleet = args.fleet_redis.map(|url| {
         let name = args.fleet_name.unwrap_or_else(|| config.table.clone());
         FleetSettings::new(url, name)

@@ -257,16 +257,17 @@ impl App {
     }
 }
 
+/// The throttle of clients named by the request header `header`, holding each `429` for
+/// `hold`.
+pub(crate) fn throttle(header: &str, hold: Duration) -> Result<Throttle<ClientHeader>, BoxError> {
+    let name = axum::http::HeaderName::from_bytes(header.as_bytes())
+        .map_err(|_| format!("throttle header {header:?} is not a valid header name"))?;
+    Ok(Throttle::builder(ClientHeader(name)).hold(hold).build()?)
+}
+
 /// The public router over `users` (the users routes, behind the guard's layer if
 /// `config.guard`), with its state; starts the guard's warm-up in the background, or its
 /// join of the fleet `coordinator` serves (which warms it up).
-/// The throttle of clients named by the request header `header`.
-pub(crate) fn throttle(header: &str) -> Result<Throttle<ClientHeader>, BoxError> {
-    let name = axum::http::HeaderName::from_bytes(header.as_bytes())
-        .map_err(|_| format!("throttle header {header:?} is not a valid header name"))?;
-    Ok(Throttle::new(ClientHeader(name)))
-}
-
 pub(crate) fn router(
     config: &Config,
     users: Users,
@@ -420,7 +421,7 @@ async fn list_users(
     let ticket = match throttle {
         Some(throttle) => match Throttling::<axum::body::Body>::screen(throttle, &parts) {
             Ok(ticket) => Some(ticket),
-            Err(too_many) => return Ok(too_many),
+            Err(refusal) => return Ok(refusal.answer().await),
         },
         None => None,
     };
@@ -565,6 +566,7 @@ async fn stats(State(app): State<App>) -> Json<serde_json::Value> {
         "throttle": app.throttle_stats().map(|throttle| serde_json::json!({
             "throttled_requests": throttle.throttled_requests,
             "clients_throttled": throttle.clients_throttled,
+            "held_requests": throttle.held_requests,
         })),
     }))
 }

@@ -436,6 +436,62 @@ async fn an_attacker_listing_absent_ids_is_throttled_and_a_reader_is_not() {
     assert_eq!(stats["throttle"]["throttled_requests"], 30);
 }
 
+/// `throttle_hold`: a throttled client's 429 on either route arrives after the hold, while
+/// another client is served meanwhile; `/stats` and `/metrics` count the held answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_clients_429_is_held_and_others_are_served_meanwhile() {
+    let hold = Duration::from_secs(2);
+    let service = Running::start_with("sqlite", |config| {
+        config.seed = 500;
+        config.throttle_by = Some("x-forwarded-for".into());
+        config.throttle_hold = hold;
+    })
+    .await
+    .unwrap();
+    let get = |client: &'static str, path: String| {
+        service
+            .client
+            .get(format!("{}{path}", service.base))
+            .header("x-forwarded-for", client)
+            .send()
+    };
+    for i in 0..20 {
+        let response = get("203.0.113.9", format!("/users/{}", 9_000_000 + i))
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::NOT_FOUND,
+            "attacker request {i}"
+        );
+    }
+    let started = std::time::Instant::now();
+    let (one, list, reader) = tokio::join!(
+        get("203.0.113.9", "/users/9100000".into()),
+        get("203.0.113.9", "/users?ids=9100001,9100002".into()),
+        async {
+            let response = get("198.51.100.7", "/users/7".into()).await;
+            (response, started.elapsed())
+        },
+    );
+    let waited = started.elapsed();
+    let (reader, served_after) = reader;
+    assert_eq!(reader.unwrap().status(), StatusCode::OK);
+    assert!(served_after < hold, "the reader waited {served_after:?}");
+    for response in [one.unwrap(), list.unwrap()] {
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(response.headers().contains_key("retry-after"));
+    }
+    assert!(waited >= hold, "answered after {waited:?}");
+    let stats = service.stats().await;
+    assert_eq!(stats["throttle"]["throttled_requests"], 2);
+    assert_eq!(stats["throttle"]["held_requests"], 2);
+    assert!(service
+        .metrics()
+        .await
+        .contains("cuckoo_guard_layer_held_requests_total{guard=\"users\"} 2"));
+}
+
 #[tokio::test]
 async fn a_throttle_header_that_is_not_a_header_name_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

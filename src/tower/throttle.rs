@@ -10,9 +10,18 @@
 //! at least [`min_blocked`](ThrottleBuilder::min_blocked) of its requests were blocked and they
 //! make at least [`blocked_share`](ThrottleBuilder::blocked_share) of its requests. A client
 //! whose keys all exist is never blocked, so never throttled, whatever its rate.
+//!
+//! A throttle may also [`hold`](ThrottleBuilder::hold) each `429` before sending it (a
+//! tarpit): a client that waits for its answers, as HTTP/1.1 clients do on each connection,
+//! then sends at most one request per connection per hold, so an attacker's refused requests
+//! stop costing the service a share of its CPU. At most
+//! [`max_held`](ThrottleBuilder::max_held) answers are held at once; past it they are sent
+//! at once. Holding needs tokio's timer (as tower's own `Timeout` does): outside a tokio
+//! runtime, answers are sent at once.
 
 use std::fmt;
 use std::hash::Hash;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -20,7 +29,7 @@ use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};
 
 use super::ExtractKey;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// What a [`GuardLayer`](super::GuardLayer) does about the client of each request it checks:
 /// nothing ([`NoThrottle`], the default), or a [`Throttle`].
@@ -28,9 +37,9 @@ pub trait Throttling<B> {
     /// The client a request's outcome is recorded for.
     type Ticket;
 
-    /// Before the filter is asked: `Err` with the response for a client in its cool-down,
+    /// Before the filter is asked: `Err` with the refusal for a client in its cool-down,
     /// else the ticket to [`record`](Self::record) the outcome with.
-    fn screen(&self, parts: &Parts) -> Result<Self::Ticket, Response<B>>;
+    fn screen(&self, parts: &Parts) -> Result<Self::Ticket, Refusal<B>>;
 
     /// After the filter answered: whether it blocked the request.
     fn record(&self, ticket: Self::Ticket, blocked: bool);
@@ -52,11 +61,132 @@ pub struct NoThrottle;
 impl<B> Throttling<B> for NoThrottle {
     type Ticket = ();
 
-    fn screen(&self, _: &Parts) -> Result<(), Response<B>> {
+    fn screen(&self, _: &Parts) -> Result<(), Refusal<B>> {
         Ok(())
     }
 
     fn record(&self, (): (), _: bool) {}
+}
+
+/// A request a [`Throttling`] refused: its response (`429` from a [`Throttle`]) and how long
+/// to hold it before sending it. Send it with [`answer`](Self::answer), which waits out the
+/// hold, or at once with [`into_response`](Self::into_response); the hold's place among
+/// the throttle's [`max_held`](ThrottleBuilder::max_held) is given back when the refusal
+/// is dropped.
+///
+/// # Examples
+///
+/// ```
+/// use cuckoo_guard::tower::throttle::Refusal;
+///
+/// let refusal = Refusal::new(http::Response::new("slow down"));
+/// assert!(refusal.hold().is_zero());
+/// assert_eq!(*refusal.into_response().body(), "slow down");
+/// ```
+pub struct Refusal<B> {
+    response: Response<B>,
+    hold: Option<Held>,
+}
+
+/// A throttle's held answers: how long each is held, and how many are held now.
+struct Holds {
+    duration: Duration,
+    count: AtomicUsize,
+}
+
+/// A held answer's place among a throttle's `max_held`, given back on drop.
+struct Held(Arc<Holds>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // ORDERING: Relaxed; a count that bounds held answers, it publishes nothing.
+        self.0.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<B> Refusal<B> {
+    /// A refusal answered at once with `response`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::throttle::Refusal;
+    ///
+    /// let refusal = Refusal::new(http::Response::new(()));
+    /// assert!(refusal.hold().is_zero());
+    /// ```
+    pub fn new(response: Response<B>) -> Self {
+        Refusal {
+            response,
+            hold: None,
+        }
+    }
+
+    /// How long the response is held before it is sent (zero: sent at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::throttle::Refusal;
+    ///
+    /// assert!(Refusal::new(http::Response::new(())).hold().is_zero());
+    /// ```
+    pub fn hold(&self) -> Duration {
+        self.hold
+            .as_ref()
+            .map_or(Duration::ZERO, |held| held.0.duration)
+    }
+
+    /// The response, to send at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::throttle::Refusal;
+    ///
+    /// let response = Refusal::new(http::Response::new(7)).into_response();
+    /// assert_eq!(*response.body(), 7);
+    /// ```
+    pub fn into_response(self) -> Response<B> {
+        self.response
+    }
+
+    /// The response, once the hold has passed (at once without a hold or outside a tokio
+    /// runtime).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cuckoo_guard::tower::throttle::Refusal;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// let response = Refusal::new(http::Response::new(7)).answer().await;
+    /// assert_eq!(*response.body(), 7);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn answer(self) -> Response<B> {
+        if let Some(sleep) = self.sleep() {
+            sleep.await;
+        }
+        self.response
+    }
+
+    /// The hold's timer, if the response is held and a tokio runtime is current.
+    pub(crate) fn sleep(&self) -> Option<Pin<Box<tokio::time::Sleep>>> {
+        let held = self.hold.as_ref()?;
+        tokio::runtime::Handle::try_current().ok()?;
+        Some(Box::pin(tokio::time::sleep(held.0.duration)))
+    }
+}
+
+impl<B> fmt::Debug for Refusal<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refusal")
+            .field("status", &self.response.status())
+            .field("hold", &self.hold())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Counts of a [`Throttle`], from [`Throttle::stats`].
@@ -76,6 +206,9 @@ pub struct ThrottleStats {
     pub throttled_requests: u64,
     /// Times a client passed the threshold and began a cool-down.
     pub clients_throttled: u64,
+    /// Throttled requests whose `429` was held before it was sent
+    /// ([`hold`](ThrottleBuilder::hold)).
+    pub held_requests: u64,
 }
 
 /// A [`Throttle`] setting out of range.
@@ -98,6 +231,9 @@ pub enum ThrottleError {
     ZeroDuration,
     /// The client bound is zero.
     ZeroClients,
+    /// The hold is as long as the cool-down or longer: a held answer would arrive after the
+    /// time its `Retry-After` names.
+    HoldNotShorter,
 }
 
 impl fmt::Display for ThrottleError {
@@ -111,6 +247,9 @@ impl fmt::Display for ThrottleError {
             }
             ThrottleError::ZeroClients => {
                 f.write_str("a throttle must be allowed to track at least one client")
+            }
+            ThrottleError::HoldNotShorter => {
+                f.write_str("a throttle's hold must be shorter than its cool-down")
             }
         }
     }
@@ -135,6 +274,8 @@ struct Settings {
     window: Duration,
     cool_down: Duration,
     max_clients: u64,
+    hold: Duration,
+    max_held: usize,
 }
 
 struct Shared<K> {
@@ -142,6 +283,9 @@ struct Shared<K> {
     settings: Settings,
     throttled_requests: AtomicU64,
     clients_throttled: AtomicU64,
+    held_requests: AtomicU64,
+    /// The answers held now, at most `settings.max_held`.
+    holds: Arc<Holds>,
 }
 
 /// Throttling of the clients whose requests the filter keeps blocking: see the
@@ -151,7 +295,7 @@ struct Shared<K> {
 ///
 /// Defaults: a client is throttled once at least 20 of its requests within a 1-second window
 /// were blocked and they make at least half of its requests there; it is answered `429` for
-/// 10 seconds; at most 100,000 clients are tracked.
+/// 10 seconds, at once (no hold); at most 100,000 clients are tracked.
 ///
 /// # Examples
 ///
@@ -200,6 +344,8 @@ impl Settings {
         window: Duration::from_secs(1),
         cool_down: Duration::from_secs(10),
         max_clients: 100_000,
+        hold: Duration::ZERO,
+        max_held: 10_000,
     };
 }
 
@@ -311,13 +457,51 @@ impl<C> ThrottleBuilder<C> {
         self
     }
 
+    /// How long each `429` is held before it is sent (default zero: at once), shorter than
+    /// the cool-down. A client that waits for its answers then sends at most one request per
+    /// connection per hold. Each held answer keeps its connection open meanwhile, so behind
+    /// a proxy that sets the client header, a hold also ties up the proxy's connection to
+    /// the service: keep it short there. Needs a tokio runtime with its timer enabled (as
+    /// `#[tokio::main]` builds); outside a runtime, answers are sent at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let builder = Throttle::builder(key::header::<String>("x-api-key"));
+    /// assert!(builder.hold(Duration::from_secs(1)).build().is_ok());
+    /// ```
+    pub fn hold(mut self, hold: Duration) -> Self {
+        self.settings.hold = hold;
+        self
+    }
+
+    /// The most answers held at once (default 10,000); past it, `429`s are sent at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cuckoo_guard::tower::{key, throttle::Throttle};
+    ///
+    /// let builder = Throttle::builder(key::header::<String>("x-api-key"));
+    /// assert!(builder.hold(Duration::from_secs(1)).max_held(100).build().is_ok());
+    /// ```
+    pub fn max_held(mut self, answers: usize) -> Self {
+        self.settings.max_held = answers;
+        self
+    }
+
     /// The throttle.
     ///
     /// # Errors
     ///
     /// [`ThrottleError::BlockedShare`] for a share outside (0, 1] or NaN,
     /// [`ThrottleError::ZeroDuration`] for a zero window or cool-down,
-    /// [`ThrottleError::ZeroClients`] for a zero client bound.
+    /// [`ThrottleError::ZeroClients`] for a zero client bound,
+    /// [`ThrottleError::HoldNotShorter`] for a hold not shorter than the cool-down.
     ///
     /// # Examples
     ///
@@ -341,6 +525,9 @@ impl<C> ThrottleBuilder<C> {
         }
         if settings.max_clients == 0 {
             return Err(ThrottleError::ZeroClients);
+        }
+        if settings.hold >= settings.cool_down {
+            return Err(ThrottleError::HoldNotShorter);
         }
         Ok(Throttle::with(self.client, settings))
     }
@@ -398,6 +585,11 @@ where
                 settings,
                 throttled_requests: AtomicU64::new(0),
                 clients_throttled: AtomicU64::new(0),
+                held_requests: AtomicU64::new(0),
+                holds: Arc::new(Holds {
+                    duration: settings.hold,
+                    count: AtomicUsize::new(0),
+                }),
             }),
         }
     }
@@ -418,7 +610,31 @@ where
             throttled_requests: self.shared.throttled_requests.load(Ordering::Relaxed),
             // ORDERING: Relaxed; as above.
             clients_throttled: self.shared.clients_throttled.load(Ordering::Relaxed),
+            // ORDERING: Relaxed; as above.
+            held_requests: self.shared.held_requests.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl<C: ExtractKey> Throttle<C> {
+    /// A place among the held answers, if the throttle holds them, one is free and a tokio
+    /// runtime is current.
+    fn held(&self) -> Option<Held> {
+        let settings = &self.shared.settings;
+        if settings.hold.is_zero() || tokio::runtime::Handle::try_current().is_err() {
+            return None;
+        }
+        let holds = &self.shared.holds;
+        // ORDERING: Relaxed; the count bounds held answers, it publishes nothing. Every
+        // add is undone, by the drop of the `Held` below or at once.
+        if holds.count.fetch_add(1, Ordering::Relaxed) >= settings.max_held {
+            // ORDERING: Relaxed; as above.
+            holds.count.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        // ORDERING: Relaxed; a statistic.
+        self.shared.held_requests.fetch_add(1, Ordering::Relaxed);
+        Some(Held(Arc::clone(holds)))
     }
 }
 
@@ -435,7 +651,7 @@ where
 {
     type Ticket = Option<C::Key>;
 
-    fn screen(&self, parts: &Parts) -> Result<Option<C::Key>, Response<B>> {
+    fn screen(&self, parts: &Parts) -> Result<Option<C::Key>, Refusal<B>> {
         let Some(client) = self.client.extract(parts) else {
             return Ok(None);
         };
@@ -456,7 +672,10 @@ where
                 response
                     .headers_mut()
                     .insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
-                return Err(response);
+                return Err(Refusal {
+                    response,
+                    hold: self.held(),
+                });
             }
         }
         Ok(Some(client))
