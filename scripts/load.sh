@@ -13,7 +13,8 @@
 # starts two instances over PostgreSQL as one fleet (Redis at REDIS_URL coordinates them) and
 # drives both at once with half the connections each (and the same two without a fleet, the
 # control); full runs fail on the same 1% bound, short runs report it. Then readers of
-# existing ids alone and beside an attacker, with the layer's throttle, closed-loop (wrk) and
+# existing ids alone and beside an attacker, with the layer's throttle answering the attacker
+# 429 at once and holding each 429 HOLD_MS (--throttle-hold-ms), closed-loop (wrk) and
 # open-loop (oha, both at fixed rates, and the readers beside a second reader as the
 # control); and the attack mix open-loop with oha at fixed rates (80% of what the unguarded
 # PostgreSQL run served, and twice that), with and without the layer.
@@ -36,6 +37,7 @@ ROWS=${ROWS:-100000}
 HOT=${HOT:-10000}
 THREADS=${THREADS:-2}
 CONNECTIONS=${CONNECTIONS:-32}
+HOLD_MS=${HOLD_MS:-1000}
 DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 export HOT
@@ -234,11 +236,13 @@ fleet_run fleet
 fleet_run plain
 
 # One open-loop run of the readers at rate $1 on an instance of its own with the throttle:
-# alone, beside the attacker or beside a second reader ($2: alone, attacked, control).
+# alone, beside the attacker, beside the attacker with each 429 held HOLD_MS, or beside a
+# second reader ($2: alone, attacked, held, control).
 open_readers() {
-    local rate=$1 kind=$2
+    local rate=$1 kind=$2 hold=0
+    if [ "$kind" = held ]; then hold=$HOLD_MS; fi
     start_instance "open_$kind" --db "$DATABASE_URL" --listen 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
-        --seed "$ROWS" --table load_users --throttle-by x-forwarded-for
+        --seed "$ROWS" --table load_users --throttle-by x-forwarded-for --throttle-hold-ms "$hold"
     local base=$base_url admin=$admin_url half=$(( CONNECTIONS / 2 )) other="" before after
     PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
     local readers=(oha -z "${EXTRA}s" -q "$rate" -c "$half" --latency-correction --no-tui
@@ -246,10 +250,10 @@ open_readers() {
         --rand-regex-url "$base/users/[1-9][0-9]{0,3}")
     before=$(curl -sf "$admin/stats")
     case $kind in
-        attacked)
+        attacked|held)
             oha -z "${EXTRA}s" -q "$rate" -c "$half" --no-tui --output-format json \
                 -H "X-Forwarded-For: 203.0.113.9" --rand-regex-url "$base/users/1[0-9]{9}" \
-                >"$work/open_attacker" &
+                >"$work/open_attacker_$kind" &
             other=$! ;;
         control)
             "${readers[@]/198.51.100.1/198.51.100.2}" >/dev/null &
@@ -259,6 +263,7 @@ open_readers() {
     if [ -n "$other" ]; then wait "$other"; fi
     after=$(curl -sf "$admin/stats")
     echo $(( $(stat_of "$after" get) - $(stat_of "$before" get) )) >"$work/open_queries_$kind"
+    echo $(( $(stat_of "$after" held_requests) - $(stat_of "$before" held_requests) )) >"$work/open_held_$kind"
     stop_instances
 }
 
@@ -285,6 +290,20 @@ throttle_run() {
     wait "$attacker"
     s2=$(curl -sf "$admin/stats")
     stop_instances
+    # The same beside the attacker, on an instance that holds each 429 HOLD_MS.
+    start_instance th "${args[@]}" --throttle-hold-ms "$HOLD_MS"
+    base=$base_url admin=$admin_url
+    PHASE=warm THREADS="$THREADS" wrk -t"$THREADS" -c"$CONNECTIONS" -d2s -s scripts/attack.lua "$base" >/dev/null
+    local s3 s4
+    s3=$(curl -sf "$admin/stats")
+    MIX=absent CLIENT=203.0.113.9 wrk -t1 -c"$half" -d"${EXTRA}s" -s scripts/attack.lua \
+        "$base" >"$work/attacker_held" &
+    attacker=$!
+    MIX=read CLIENT=thread wrk -t"$THREADS" -c"$half" -d"${EXTRA}s" --latency -s scripts/attack.lua \
+        "$base" >"$work/readers_held"
+    wait "$attacker"
+    s4=$(curl -sf "$admin/stats")
+    stop_instances
     # Open loop: the readers at a quarter of the rate they reached alone, alone, beside the
     # attacker at the same fixed rate (half the service's closed-loop rate in all, on the
     # machine that also runs both clients), and beside a second reader in the attacker's
@@ -295,28 +314,38 @@ throttle_run() {
     rate=$(awk '/^Requests\/sec:/ {printf "%d", $2 / 4}' "$work/readers_alone")
     open_readers "$rate" alone
     open_readers "$rate" attacked
+    open_readers "$rate" held
     open_readers "$rate" control
     local open_line
-    open_line=$(python3 - "$work/open_readers_alone" "$work/open_readers_attacked" "$work/open_attacker" \
-        "$work/open_readers_control" "$rate" "$(cat "$work/open_queries_alone")" \
-        "$(cat "$work/open_queries_attacked")" "$EXTRA" <<'PY'
+    open_line=$(python3 - "$work/open_readers_alone" "$work/open_readers_attacked" \
+        "$work/open_attacker_attacked" "$work/open_readers_control" "$work/open_readers_held" \
+        "$work/open_attacker_held" "$rate" "$(cat "$work/open_queries_alone")" \
+        "$(cat "$work/open_queries_attacked")" "$(cat "$work/open_queries_held")" \
+        "$(cat "$work/open_held_held")" "$EXTRA" "$HOLD_MS" <<'PY'
 import json, sys
-alone, attacked, attacker, control = (json.load(open(path)) for path in sys.argv[1:5])
-rate, q_alone, q_attacked, duration = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8])
+alone, attacked, attacker, control, held, held_attacker = (json.load(open(path)) for path in sys.argv[1:7])
+rate, q_alone, q_attacked, q_held, n_held = (int(arg) for arg in sys.argv[7:12])
+duration, hold_ms = float(sys.argv[12]), int(sys.argv[13])
 served = lambda j: j["summary"]["requestsPerSec"]
 ms = lambda j, key: 1000 * (j["latencyPercentiles"].get(key) or 0)
-codes = attacker.get("statusCodeDistribution", {})
-sent = sum(codes.values())
-throttled = codes.get("429", 0)
+def answered(j):
+    codes = j.get("statusCodeDistribution", {})
+    return sum(codes.values()), codes.get("429", 0)
+sent, throttled = answered(attacker)
+held_sent, held_throttled = answered(held_attacker)
 print("Open loop, readers at %d requests/s: alone %.0f served, p50 %.2f ms, p99 %.2f ms, %.1f DB queries/s; "
       "beside an attacker at %d requests/s from one client: %.0f served (%.3fx), p50 %.2f ms, p99 %.2f ms (%.2fx), "
       "%.1f DB queries/s; %d of the attacker's %d requests (%.1f%%) answered 429. "
+      "Beside the same attacker with each 429 held %d ms: %.0f served (%.3fx), p50 %.2f ms, p99 %.2f ms (%.2fx), "
+      "%.1f DB queries/s; the attacker had %d requests answered, %d of them 429 (%d held). "
       "The control, the readers beside a second reader at %d requests/s: p99 %.2f ms (%.2fx). "
       "Each open-loop run on an instance of its own, its cache freshly warmed." % (
     rate, served(alone), ms(alone, "p50"), ms(alone, "p99"), q_alone / duration,
     rate, served(attacked), served(attacked) / served(alone), ms(attacked, "p50"), ms(attacked, "p99"),
     ms(attacked, "p99") / max(ms(alone, "p99"), 1e-9), q_attacked / duration,
     throttled, sent, 100.0 * throttled / max(sent, 1),
+    hold_ms, served(held), served(held) / served(alone), ms(held, "p50"), ms(held, "p99"),
+    ms(held, "p99") / max(ms(alone, "p99"), 1e-9), q_held / duration, held_sent, held_throttled, n_held,
     rate, ms(control, "p99"), ms(control, "p99") / max(ms(alone, "p99"), 1e-9)))
 PY
 )
@@ -332,10 +361,24 @@ PY
     throttle_line=$(awk -v ra="$rps_alone" -v rb="$rps_attacked" -v pa="$p99_alone" -v pb="$p99_attacked" \
         -v n="$attacks" -v t="$throttled" -v qa="$q_alone" -v qb="$q_attacked" -v d="$EXTRA" \
         'BEGIN { printf "Readers of existing ids over PostgreSQL with the throttle (--throttle-by x-forwarded-for): alone %.0f requests/s, p99 %s, %.1f DB queries/s; beside an attacker asking for absent ids from one client: %.0f requests/s (%.2fx), p99 %s, %.1f DB queries/s; the attacker sent %d requests, %d (%.1f%%) answered 429.", ra, pa, qa / d, rb, rb / ra, pb, qb / d, n, t, (n > 0 ? 100 * t / n : 0) }')
+    local rps_held p99_held attacks_held throttled_held held q_held
+    rps_held=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_held")
+    p99_held=$(awk '$1 == "99%" {print $2}' "$work/readers_held")
+    attacks_held=$(awk '/requests in/ {print $1}' "$work/attacker_held")
+    throttled_held=$(( $(stat_of "$s4" throttled_requests) - $(stat_of "$s3" throttled_requests) ))
+    held=$(( $(stat_of "$s4" held_requests) - $(stat_of "$s3" held_requests) ))
+    q_held=$(( $(stat_of "$s4" get) - $(stat_of "$s3" get) ))
+    throttle_line="$throttle_line $(awk -v ra="$rps_alone" -v rb="$rps_held" -v pb="$p99_held" \
+        -v n="$attacks_held" -v t="$throttled_held" -v h="$held" -v qb="$q_held" -v d="$EXTRA" -v ms="$HOLD_MS" \
+        'BEGIN { printf "Beside the same attacker with each 429 held %d ms (--throttle-hold-ms): %.0f requests/s (%.2fx), p99 %s, %.1f DB queries/s; the attacker sent %d requests, %d answered 429, %d of them held.", ms, rb, rb / ra, pb, qb / d, n, t, h }')"
     throttle_line="$throttle_line $open_line"
     echo "    $throttle_line"
-    if [ "$throttled" -le 0 ]; then
+    if [ "$throttled" -le 0 ] || [ "$throttled_held" -le 0 ]; then
         echo "error: the attacker was never throttled" >&2
+        throttle_failed=1
+    fi
+    if [ "$held" -le 0 ] || [ "$(cat "$work/open_held_held")" -le 0 ]; then
+        echo "error: no 429 was held with --throttle-hold-ms $HOLD_MS" >&2
         throttle_failed=1
     fi
 }

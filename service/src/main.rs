@@ -63,9 +63,9 @@ struct Args {
     /// request header (its first comma-separated value: `x-forwarded-for` behind a proxy).
     #[arg(long, value_name = "HEADER")]
     throttle_by: Option<String>,
-    /// Hold each 429 this many milliseconds before sending it (under 10,000), so that a
-    /// throttled client waiting for its answers sends at most one request per connection
-    /// per hold.
+    /// Hold each 429 this many milliseconds before sending it (under 10,000; at most 1,000
+    /// answers held at once), so that a throttled client waiting for its answers sends at
+    /// most one request per connection per hold.
     #[arg(long, value_name = "MS", default_value_t = 0, requires = "throttle_by")]
     throttle_hold_ms: u64,
 }

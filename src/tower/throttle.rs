@@ -85,22 +85,21 @@ impl<B> Throttling<B> for NoThrottle {
 /// ```
 pub struct Refusal<B> {
     response: Response<B>,
-    hold: Option<Held>,
+    /// Boxed, so that a refusal is little larger than its response.
+    hold: Option<Box<Held>>,
 }
 
-/// A throttle's held answers: how long each is held, and how many are held now.
-struct Holds {
+/// A held answer: how long it is held, and its place among a throttle's `max_held` (the
+/// count of held answers), given back on drop.
+struct Held {
     duration: Duration,
-    count: AtomicUsize,
+    count: Arc<AtomicUsize>,
 }
-
-/// A held answer's place among a throttle's `max_held`, given back on drop.
-struct Held(Arc<Holds>);
 
 impl Drop for Held {
     fn drop(&mut self) {
         // ORDERING: Relaxed; a count that bounds held answers, it publishes nothing.
-        self.0.count.fetch_sub(1, Ordering::Relaxed);
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -134,7 +133,7 @@ impl<B> Refusal<B> {
     pub fn hold(&self) -> Duration {
         self.hold
             .as_ref()
-            .map_or(Duration::ZERO, |held| held.0.duration)
+            .map_or(Duration::ZERO, |held| held.duration)
     }
 
     /// The response, to send at once.
@@ -153,6 +152,10 @@ impl<B> Refusal<B> {
 
     /// The response, once the hold has passed (at once without a hold or outside a tokio
     /// runtime).
+    ///
+    /// # Panics
+    ///
+    /// With a hold, inside a tokio runtime built without its timer (as tokio's own `sleep`).
     ///
     /// # Examples
     ///
@@ -176,7 +179,7 @@ impl<B> Refusal<B> {
     pub(crate) fn sleep(&self) -> Option<Pin<Box<tokio::time::Sleep>>> {
         let held = self.hold.as_ref()?;
         tokio::runtime::Handle::try_current().ok()?;
-        Some(Box::pin(tokio::time::sleep(held.0.duration)))
+        Some(Box::pin(tokio::time::sleep(held.duration)))
     }
 }
 
@@ -206,8 +209,9 @@ pub struct ThrottleStats {
     pub throttled_requests: u64,
     /// Times a client passed the threshold and began a cool-down.
     pub clients_throttled: u64,
-    /// Throttled requests whose `429` was held before it was sent
-    /// ([`hold`](ThrottleBuilder::hold)).
+    /// Throttled requests whose `429` was given a hold ([`hold`](ThrottleBuilder::hold)); a
+    /// caller that sends a [`Refusal`] with [`into_response`](Refusal::into_response), or
+    /// a client that hangs up, cuts it short.
     pub held_requests: u64,
 }
 
@@ -231,8 +235,8 @@ pub enum ThrottleError {
     ZeroDuration,
     /// The client bound is zero.
     ZeroClients,
-    /// The hold is as long as the cool-down or longer: a held answer would arrive after the
-    /// time its `Retry-After` names.
+    /// The hold is as long as the cool-down or longer, so that every held answer would be
+    /// held to its cool-down's end.
     HoldNotShorter,
 }
 
@@ -285,7 +289,7 @@ struct Shared<K> {
     clients_throttled: AtomicU64,
     held_requests: AtomicU64,
     /// The answers held now, at most `settings.max_held`.
-    holds: Arc<Holds>,
+    held: Arc<AtomicUsize>,
 }
 
 /// Throttling of the clients whose requests the filter keeps blocking: see the
@@ -345,7 +349,7 @@ impl Settings {
         cool_down: Duration::from_secs(10),
         max_clients: 100_000,
         hold: Duration::ZERO,
-        max_held: 10_000,
+        max_held: 1_000,
     };
 }
 
@@ -458,11 +462,18 @@ impl<C> ThrottleBuilder<C> {
     }
 
     /// How long each `429` is held before it is sent (default zero: at once), shorter than
-    /// the cool-down. A client that waits for its answers then sends at most one request per
-    /// connection per hold. Each held answer keeps its connection open meanwhile, so behind
-    /// a proxy that sets the client header, a hold also ties up the proxy's connection to
-    /// the service: keep it short there. Needs a tokio runtime with its timer enabled (as
-    /// `#[tokio::main]` builds); outside a runtime, answers are sent at once.
+    /// the cool-down; never past the client's cool-down, and `Retry-After` counts from when
+    /// the answer is sent. An HTTP/1.1 client that waits for its answers then sends at most
+    /// one request per connection per hold (over HTTP/2, one per stream). Each held answer
+    /// keeps its connection open meanwhile, so behind a proxy that sets the client header,
+    /// a hold also ties up the proxy's connection to the service: keep it short there and
+    /// [`max_held`](Self::max_held) under the proxy's connection limit. Outside a tokio
+    /// runtime, answers are sent at once.
+    ///
+    /// # Panics
+    ///
+    /// A held answer panics inside a tokio runtime built without its timer (as tokio's own
+    /// `sleep` does, and tower's `Timeout`); `#[tokio::main]` enables it.
     ///
     /// # Examples
     ///
@@ -478,7 +489,9 @@ impl<C> ThrottleBuilder<C> {
         self
     }
 
-    /// The most answers held at once (default 10,000); past it, `429`s are sent at once.
+    /// The most answers held at once, across every client (default 1,000; zero never holds);
+    /// past it, `429`s are sent at once, so memory and connections held stay bounded
+    /// whatever the attackers send.
     ///
     /// # Examples
     ///
@@ -586,10 +599,7 @@ where
                 throttled_requests: AtomicU64::new(0),
                 clients_throttled: AtomicU64::new(0),
                 held_requests: AtomicU64::new(0),
-                holds: Arc::new(Holds {
-                    duration: settings.hold,
-                    count: AtomicUsize::new(0),
-                }),
+                held: Arc::new(AtomicUsize::new(0)),
             }),
         }
     }
@@ -617,24 +627,29 @@ where
 }
 
 impl<C: ExtractKey> Throttle<C> {
-    /// A place among the held answers, if the throttle holds them, one is free and a tokio
+    /// A hold for a client whose cool-down has `left` to run (the throttle's hold, cut to
+    /// the cool-down's end), if the throttle holds answers, a place is free and a tokio
     /// runtime is current.
-    fn held(&self) -> Option<Held> {
+    fn held(&self, left: Duration) -> Option<Box<Held>> {
         let settings = &self.shared.settings;
-        if settings.hold.is_zero() || tokio::runtime::Handle::try_current().is_err() {
+        let hold = settings.hold.min(left);
+        if hold.is_zero() || tokio::runtime::Handle::try_current().is_err() {
             return None;
         }
-        let holds = &self.shared.holds;
+        let count = &self.shared.held;
         // ORDERING: Relaxed; the count bounds held answers, it publishes nothing. Every
         // add is undone, by the drop of the `Held` below or at once.
-        if holds.count.fetch_add(1, Ordering::Relaxed) >= settings.max_held {
+        if count.fetch_add(1, Ordering::Relaxed) >= settings.max_held {
             // ORDERING: Relaxed; as above.
-            holds.count.fetch_sub(1, Ordering::Relaxed);
+            count.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
         // ORDERING: Relaxed; a statistic.
         self.shared.held_requests.fetch_add(1, Ordering::Relaxed);
-        Some(Held(Arc::clone(holds)))
+        Some(Box::new(Held {
+            duration: hold,
+            count: Arc::clone(count),
+        }))
     }
 }
 
@@ -666,16 +681,17 @@ where
                 self.shared
                     .throttled_requests
                     .fetch_add(1, Ordering::Relaxed);
+                let hold = self.held(left);
+                // The seconds left once the answer is sent, after its hold.
+                let after =
+                    left.saturating_sub(hold.as_ref().map_or(Duration::ZERO, |held| held.duration));
+                let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
                 let mut response = Response::new(B::default());
                 *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-                let seconds = left.as_secs() + u64::from(left.subsec_nanos() > 0);
                 response
                     .headers_mut()
                     .insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
-                return Err(Refusal {
-                    response,
-                    hold: self.held(),
-                });
+                return Err(Refusal { response, hold });
             }
         }
         Ok(Some(client))
