@@ -316,63 +316,68 @@ throttle_run() {
     open_readers "$rate" attacked
     open_readers "$rate" held
     open_readers "$rate" control
-    local open_line
-    open_line=$(python3 - "$work/open_readers_alone" "$work/open_readers_attacked" \
-        "$work/open_attacker_attacked" "$work/open_readers_control" "$work/open_readers_held" \
-        "$work/open_attacker_held" "$rate" "$(cat "$work/open_queries_alone")" \
-        "$(cat "$work/open_queries_attacked")" "$(cat "$work/open_queries_held")" \
-        "$(cat "$work/open_held_held")" "$EXTRA" "$HOLD_MS" <<'PY'
-import json, sys
-alone, attacked, attacker, control, held, held_attacker = (json.load(open(path)) for path in sys.argv[1:7])
-rate, q_alone, q_attacked, q_held, n_held = (int(arg) for arg in sys.argv[7:12])
-duration, hold_ms = float(sys.argv[12]), int(sys.argv[13])
-served = lambda j: j["summary"]["requestsPerSec"]
-ms = lambda j, key: 1000 * (j["latencyPercentiles"].get(key) or 0)
-def answered(j):
-    codes = j.get("statusCodeDistribution", {})
-    return sum(codes.values()), codes.get("429", 0)
-sent, throttled = answered(attacker)
-held_sent, held_throttled = answered(held_attacker)
-print("Open loop, readers at %d requests/s: alone %.0f served, p50 %.2f ms, p99 %.2f ms, %.1f DB queries/s; "
-      "beside an attacker at %d requests/s from one client: %.0f served (%.3fx), p50 %.2f ms, p99 %.2f ms (%.2fx), "
-      "%.1f DB queries/s; %d of the attacker's %d requests (%.1f%%) answered 429. "
-      "Beside the same attacker with each 429 held %d ms: %.0f served (%.3fx), p50 %.2f ms, p99 %.2f ms (%.2fx), "
-      "%.1f DB queries/s; the attacker had %d requests answered, %d of them 429 (%d held). "
-      "The control, the readers beside a second reader at %d requests/s: p99 %.2f ms (%.2fx). "
-      "Each open-loop run on an instance of its own, its cache freshly warmed." % (
-    rate, served(alone), ms(alone, "p50"), ms(alone, "p99"), q_alone / duration,
-    rate, served(attacked), served(attacked) / served(alone), ms(attacked, "p50"), ms(attacked, "p99"),
-    ms(attacked, "p99") / max(ms(alone, "p99"), 1e-9), q_attacked / duration,
-    throttled, sent, 100.0 * throttled / max(sent, 1),
-    hold_ms, served(held), served(held) / served(alone), ms(held, "p50"), ms(held, "p99"),
-    ms(held, "p99") / max(ms(alone, "p99"), 1e-9), q_held / duration, held_sent, held_throttled, n_held,
-    rate, ms(control, "p99"), ms(control, "p99") / max(ms(alone, "p99"), 1e-9)))
-PY
-)
-    local rps_alone rps_attacked p99_alone p99_attacked attacks throttled q_alone q_attacked
-    rps_alone=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_alone")
-    rps_attacked=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_attacked")
-    p99_alone=$(awk '$1 == "99%" {print $2}' "$work/readers_alone")
-    p99_attacked=$(awk '$1 == "99%" {print $2}' "$work/readers_attacked")
-    attacks=$(awk '/requests in/ {print $1}' "$work/attacker")
+    local throttled throttled_held held
     throttled=$(( $(stat_of "$s2" throttled_requests) - $(stat_of "$s1" throttled_requests) ))
-    q_alone=$(( $(stat_of "$s1" get) - $(stat_of "$s0" get) ))
-    q_attacked=$(( $(stat_of "$s2" get) - $(stat_of "$s1" get) ))
-    throttle_line=$(awk -v ra="$rps_alone" -v rb="$rps_attacked" -v pa="$p99_alone" -v pb="$p99_attacked" \
-        -v n="$attacks" -v t="$throttled" -v qa="$q_alone" -v qb="$q_attacked" -v d="$EXTRA" \
-        'BEGIN { printf "Readers of existing ids over PostgreSQL with the throttle (--throttle-by x-forwarded-for): alone %.0f requests/s, p99 %s, %.1f DB queries/s; beside an attacker asking for absent ids from one client: %.0f requests/s (%.2fx), p99 %s, %.1f DB queries/s; the attacker sent %d requests, %d (%.1f%%) answered 429.", ra, pa, qa / d, rb, rb / ra, pb, qb / d, n, t, (n > 0 ? 100 * t / n : 0) }')
-    local rps_held p99_held attacks_held throttled_held held q_held
-    rps_held=$(awk '/^Requests\/sec:/ {print $2}' "$work/readers_held")
-    p99_held=$(awk '$1 == "99%" {print $2}' "$work/readers_held")
-    attacks_held=$(awk '/requests in/ {print $1}' "$work/attacker_held")
     throttled_held=$(( $(stat_of "$s4" throttled_requests) - $(stat_of "$s3" throttled_requests) ))
     held=$(( $(stat_of "$s4" held_requests) - $(stat_of "$s3" held_requests) ))
-    q_held=$(( $(stat_of "$s4" get) - $(stat_of "$s3" get) ))
-    throttle_line="$throttle_line $(awk -v ra="$rps_alone" -v rb="$rps_held" -v pb="$p99_held" \
-        -v n="$attacks_held" -v t="$throttled_held" -v h="$held" -v qb="$q_held" -v d="$EXTRA" -v ms="$HOLD_MS" \
-        'BEGIN { printf "Beside the same attacker with each 429 held %d ms (--throttle-hold-ms): %.0f requests/s (%.2fx), p99 %s, %.1f DB queries/s; the attacker sent %d requests, %d answered 429, %d of them held.", ms, rb, rb / ra, pb, qb / d, n, t, h }')"
-    throttle_line="$throttle_line $open_line"
-    echo "    $throttle_line"
+    throttle_line=$(W="$work" RATE="$rate" HOLD_MS="$HOLD_MS" SECONDS_RUN="$EXTRA" \
+        Q_ALONE=$(( $(stat_of "$s1" get) - $(stat_of "$s0" get) )) \
+        Q_ATTACKED=$(( $(stat_of "$s2" get) - $(stat_of "$s1" get) )) \
+        Q_HELD=$(( $(stat_of "$s4" get) - $(stat_of "$s3" get) )) \
+        THROTTLED="$throttled" THROTTLED_HELD="$throttled_held" HELD="$held" python3 - <<'PY'
+import json, os, re
+env, w = os.environ, os.environ["W"]
+seconds, hold = float(env["SECONDS_RUN"]), env["HOLD_MS"]
+def wrk(name):  # requests/s, p99 in ms, requests sent
+    text = open(os.path.join(w, name)).read()
+    rps = float(re.search(r"^Requests/sec:\s+([\d.]+)", text, re.M).group(1))
+    p99 = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\b", text, re.M)
+    p99 = float(p99.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)] if p99 else float("nan")
+    sent = int(re.search(r"^\s+(\d+) requests in", text, re.M).group(1))
+    return rps, p99, sent
+def oha(name):  # requests/s served, p99 in ms, requests answered, answered 429
+    j = json.load(open(os.path.join(w, name)))
+    codes = j.get("statusCodeDistribution", {})
+    return (j["summary"]["requestsPerSec"], 1000 * (j["latencyPercentiles"].get("p99") or 0),
+            sum(codes.values()), codes.get("429", 0))
+def q(name):
+    return int(open(os.path.join(w, name)).read())
+rows = []
+alone = wrk("readers_alone")
+def row(loop, readers, rps, p99, base, attacker="-", answered="-", held="-", queries=0):
+    rows.append("| %s | %s | %.0f (%.2fx) | %.2f ms (%.2fx) | %s | %s | %s | %.1f |" % (
+        loop, readers, rps, rps / base[0], p99, p99 / base[1], attacker, answered, held, queries / seconds))
+row("closed (wrk)", "alone", alone[0], alone[1], alone, queries=int(env["Q_ALONE"]))
+r, a = wrk("readers_attacked"), wrk("attacker")
+row("closed (wrk)", "beside the attacker, 429s at once", r[0], r[1], alone, a[2], env["THROTTLED"], 0,
+    int(env["Q_ATTACKED"]))
+r, a = wrk("readers_held"), wrk("attacker_held")
+row("closed (wrk)", "beside the attacker, 429s held %s ms" % hold, r[0], r[1], alone, a[2],
+    env["THROTTLED_HELD"], env["HELD"], int(env["Q_HELD"]))
+base = oha("open_readers_alone")
+row("open (oha, %s/s each)" % env["RATE"], "alone", base[0], base[1], base, queries=q("open_queries_alone"))
+r, a = oha("open_readers_attacked"), oha("open_attacker_attacked")
+row("open (oha, %s/s each)" % env["RATE"], "beside the attacker, 429s at once", r[0], r[1], base,
+    a[2], a[3], 0, q("open_queries_attacked"))
+r, a = oha("open_readers_held"), oha("open_attacker_held")
+row("open (oha, %s/s each)" % env["RATE"], "beside the attacker, 429s held %s ms" % hold, r[0], r[1], base,
+    a[2], a[3], q("open_held_held"), q("open_queries_held"))
+r = oha("open_readers_control")
+row("open (oha, %s/s each)" % env["RATE"], "beside a second reader (the control)", r[0], r[1], base,
+    queries=q("open_queries_control"))
+print("Readers of existing ids over PostgreSQL with the throttle (`--throttle-by x-forwarded-for`), "
+      "alone and beside an attacker asking for absent ids from one client address, its 429s sent at once "
+      "or held (`--throttle-hold-ms %s`); closed-loop wrk, then open-loop oha with readers and attacker "
+      "each at a quarter of the readers' closed-loop rate, each open-loop run on an instance of its own "
+      "with a freshly warmed cache. The attacker's columns: requests sent (wrk) or answered (oha), "
+      "answered 429, 429s held.\n" % hold)
+print("| loop | readers | readers' requests/s (vs alone) | readers' p99 (vs alone) | attacker's requests "
+      "| answered 429 | held | DB queries/s |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+print("\n".join(rows))
+PY
+)
+    echo "$throttle_line" | sed 's/^/    /'
     if [ "$throttled" -le 0 ] || [ "$throttled_held" -le 0 ]; then
         echo "error: the attacker was never throttled" >&2
         throttle_failed=1
