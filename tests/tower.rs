@@ -295,13 +295,18 @@ fn throttled_app(
             .window(std::time::Duration::from_secs(60))
             .build()
             .unwrap();
-    let app = Router::new()
+    (app_throttled_by(guard, throttle.clone()), throttle)
+}
+
+/// The users route behind a layer with `throttle`.
+fn app_throttled_by(
+    guard: &Guard,
+    throttle: cuckoo_guard::tower::throttle::Throttle<key::Header<String>>,
+) -> Router {
+    Router::new()
         .route("/users/{id}", get(user))
-        .route_layer(
-            GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)).throttle(throttle.clone()),
-        )
-        .with_state(guard.clone());
-    (app, throttle)
+        .route_layer(GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)).throttle(throttle))
+        .with_state(guard.clone())
 }
 
 async fn status_as(app: &Router, client: &str, uri: &str) -> Response<Body> {
@@ -394,12 +399,7 @@ async fn a_held_answer_waits_out_its_hold_and_past_max_held_is_sent_at_once() {
         .max_held(1)
         .build()
         .unwrap();
-    let app = Router::new()
-        .route("/users/{id}", get(user))
-        .route_layer(
-            GuardLayer::new(guard.clone(), key::path_segment::<u64>(1)).throttle(throttle.clone()),
-        )
-        .with_state(guard.clone());
+    let app = app_throttled_by(&guard, throttle.clone());
     for id in 0..20u64 {
         let response = status_as(&app, "attacker", &format!("/users/{}", 1_000_000 + id)).await;
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "request {id}");
