@@ -594,14 +594,16 @@ fn reader_races_hop_then_plain_write(remove: bool, broken: Broken, census: Censu
 
 #[test]
 fn loom_stripe_lookup_survives_a_hop_then_a_plain_insert_into_the_source() {
-    explore(RACED, |c| {
+    // At most 3 preemptions: the controls of this race are caught at 3, and 4 takes minutes.
+    explore_at(3, RACED, |c| {
         reader_races_hop_then_plain_write(false, Broken::default(), c)
     });
 }
 
 #[test]
 fn loom_stripe_lookup_survives_a_hop_then_a_plain_remove_from_the_source() {
-    explore(RACED, |c| {
+    // At most 3 preemptions: the controls of this race are caught at 3, and 4 takes minutes.
+    explore_at(3, RACED, |c| {
         reader_races_hop_then_plain_write(true, Broken::default(), c)
     });
 }
@@ -1159,7 +1161,9 @@ fn two_unique_inserts_through_a_path(broken: Broken, census: Census) {
 
 #[test]
 fn loom_stripe_insert_unique_through_a_path_search_adds_one_copy() {
-    explore(
+    // At most 3 preemptions: the controls of this race are caught at 3, and 4 takes minutes.
+    explore_at(
+        3,
         "an insert_unique whose path the other call's hop invalidated",
         |c| two_unique_inserts_through_a_path(Broken::default(), c),
     );
@@ -1271,7 +1275,8 @@ fn reader_races_hop_then_foreign_take(broken: Broken, census: Census) {
 
 #[test]
 fn loom_stripe_lookup_survives_a_hop_then_a_take_in_another_pair() {
-    explore(RACED, |c| {
+    // At most 3 preemptions: the controls of this race are caught at 3, and 4 takes minutes.
+    explore_at(3, RACED, |c| {
         reader_races_hop_then_foreign_take(Broken::default(), c)
     });
 }
