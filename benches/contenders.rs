@@ -201,10 +201,41 @@ pub(crate) struct Probe {
 }
 
 impl Probe {
+    /// A probe over `bytes` on the allocator's pages (4 KiB unless the system backs every
+    /// mapping with huge pages).
     pub(crate) fn new(bytes: usize) -> Probe {
+        Probe::with_pages(bytes, false)
+    }
+
+    /// A probe over `bytes` that asks for transparent huge pages as this crate's tables do
+    /// (Linux; elsewhere the same as [`Probe::new`]).
+    #[allow(dead_code)]
+    pub(crate) fn on_huge_pages(bytes: usize) -> Probe {
+        Probe::with_pages(bytes, true)
+    }
+
+    fn with_pages(bytes: usize, huge: bool) -> Probe {
         let lines = (bytes / 64).max(1);
+        let mut buffer: Vec<[u64; 8]> = Vec::with_capacity(lines);
+        #[cfg(target_os = "linux")]
+        if huge {
+            const HUGE_PAGE: usize = 2 << 20;
+            let start = buffer.as_ptr() as usize;
+            let first = start.next_multiple_of(HUGE_PAGE);
+            let end = (start + lines * 64) / HUGE_PAGE * HUGE_PAGE;
+            if end > first {
+                // SAFETY: the range is page-aligned and inside the buffer's allocation, which
+                // nothing has written yet; the advice changes no contents or mappings.
+                unsafe {
+                    libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE)
+                };
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = huge;
+        buffer.extend((0..lines as u64).map(|i| [splitmix(i); 8]));
         Probe {
-            lines: (0..lines as u64).map(|i| [splitmix(i); 8]).collect(),
+            lines: buffer.into_boxed_slice(),
         }
     }
     #[inline]

@@ -146,7 +146,8 @@ fn print_probe(r: &Rates) {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut n, mut classes, mut dashset) = (200_000_000usize, vec![16u32], false);
+    let (mut n, mut classes, mut dashset, mut huge_probe) =
+        (200_000_000usize, vec![16u32], false, false);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--classes" => {
@@ -158,6 +159,7 @@ fn main() {
                     .collect();
             }
             "--dashset" => dashset = true,
+            "--huge-probe" => huge_probe = true,
             keys => n = keys.parse().expect("keys: a number"),
         }
     }
@@ -179,7 +181,11 @@ fn main() {
             .filter(|&i| filter.insert(&member(i)).is_err())
             .count();
         let filled = start.elapsed().as_secs_f64();
-        let probe = Probe::new(filter.memory_usage());
+        let probe = if huge_probe {
+            Probe::on_huge_pages(filter.memory_usage())
+        } else {
+            Probe::new(filter.memory_usage())
+        };
         let ours = measure(&filter, &probe, &misses, &hits, |k, out| {
             filter.contains_many(k, out)
         });

@@ -644,6 +644,10 @@ impl<S> CuckooFilter<S> {
     /// The 16-bit class takes 16 bits per slot and the 12-bit class 12.8, so a full filter
     /// costs `16 / load` or `12.8 / load` bits per key plus up to 32 KiB of stripes.
     ///
+    /// On Linux, a bucket array of 4 MiB or more is advised to transparent huge pages before
+    /// its first write (`madvise(MADV_HUGEPAGE)`): the same bytes, read through far fewer TLB
+    /// entries.
+    ///
     /// # Examples
     ///
     /// ```

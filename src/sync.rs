@@ -116,6 +116,43 @@ pub(crate) fn prefetch<T>(value: &T) {
     }
 }
 
+/// Asks the kernel to back the spare capacity of `buffer` with transparent huge pages
+/// (2 MiB), for a buffer of at least 4 MiB whose pages have not yet been written.
+///
+/// A lookup reads one or two buckets at random positions in the table: on 4 KiB pages, a
+/// table larger than the TLB's reach costs each of those reads a page walk, on 2 MiB pages it
+/// costs none up to gigabytes. Only a hint: on kernels where transparent huge pages are off,
+/// on other systems and under loom it does nothing, and the memory is the same either way.
+/// Called on an empty `Vec` after reserving its capacity, so that the first writes fault in
+/// huge pages; only the 2 MiB-aligned part of the allocation is advised.
+pub(crate) fn advise_huge_pages<T>(buffer: &Vec<T>) {
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(cuckoo_loom)))]
+    {
+        const HUGE_PAGE: usize = 2 << 20;
+        let bytes = buffer.capacity().saturating_mul(std::mem::size_of::<T>());
+        if bytes < 2 * HUGE_PAGE {
+            return;
+        }
+        let start = buffer.as_ptr() as usize;
+        let first = start.next_multiple_of(HUGE_PAGE);
+        let end = (start + bytes) / HUGE_PAGE * HUGE_PAGE;
+        if end <= first {
+            return;
+        }
+        // SAFETY: `[first, end)` lies inside the allocation `buffer` owns (its capacity) and
+        // is page-aligned. `MADV_HUGEPAGE` changes neither the contents of that range nor
+        // which addresses are mapped: it only marks the range as eligible for huge pages.
+        // A failure (huge pages disabled, an old kernel) leaves the range as it was, so the
+        // result is ignored.
+        let _ =
+            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(cuckoo_loom))))]
+    {
+        let _ = buffer;
+    }
+}
+
 /// A value that readers load without locking and a writer replaces from time to time: a
 /// crossbeam-epoch `Atomic`, whose replaced values are freed only once every thread that was
 /// pinned when the replacement happened has unpinned.

@@ -19,7 +19,7 @@ use std::marker::PhantomData;
 use crate::fingerprint::{
     empty_lanes, fingerprint, first_lane, matching_lanes, pair_has_match, with_lane, Layout,
 };
-use crate::sync::{fence, prefetch, spin_loop, AtomicU64, Ordering};
+use crate::sync::{advise_huge_pages, fence, prefetch, spin_loop, AtomicU64, Ordering};
 
 use self::copy::CopyState;
 use self::geometry::{Flat, Geometry, Nested};
@@ -177,6 +177,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
         let num_buckets = geometry.buckets() as usize;
         let mut buckets = Vec::new();
         buckets.try_reserve_exact(num_buckets).ok()?;
+        advise_huge_pages(&buckets);
         buckets.extend((0..num_buckets).map(|_| L::new_word()));
         let counts = vec![0; stripes];
         Some(Self::from_buckets(geometry, buckets, counts, max_path_len))
@@ -241,6 +242,7 @@ impl<L: Layout, G: Geometry> RawTable<L, G> {
                 num_buckets.saturating_mul(std::mem::size_of::<L::Word>()),
             ));
         }
+        advise_huge_pages(&buckets);
         let stripes = num_buckets.next_power_of_two().min(MAX_STRIPES);
         let mut counts = vec![0u64; stripes];
         let mut values = vec![0u64; CHUNK.min(num_buckets)];

@@ -340,3 +340,60 @@ fn a_copy_after_a_panicked_one_returns_only_its_own_extras() {
     let extras = t.copy_out(1, |_| Ok::<(), ()>(())).unwrap();
     assert!(extras.is_empty(), "stale extras: {extras:?}");
 }
+
+/// The `VmFlags` of the mapping of this process that holds `address` (`/proc/self/smaps`).
+#[cfg(target_os = "linux")]
+fn vm_flags_at(address: usize) -> Option<Vec<String>> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line
+            .split_once(' ')
+            .and_then(|(range, _)| range.split_once('-'));
+        if let Some((lo, hi)) = range {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = (lo..hi).contains(&address);
+                continue;
+            }
+        }
+        if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| inside) {
+            return Some(flags.split_whitespace().map(str::to_owned).collect());
+        }
+    }
+    None
+}
+
+/// A table of 64 MiB, built empty and loaded from words, has its bucket array advised to
+/// transparent huge pages: the mapping around the middle of the array carries `hg`
+/// (`MADV_HUGEPAGE`), whatever the system's default for other mappings.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_large_tables_buckets_are_advised_to_huge_pages() {
+    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+        eprintln!("skipped: this kernel has no transparent huge pages");
+        return;
+    }
+    const BUCKETS: usize = 8 << 20;
+    let built = RawTable::<Fp16>::new(BUCKETS, 5).unwrap();
+    let loaded = RawTable::<Fp16>::load(
+        Flat {
+            buckets: BUCKETS as u64,
+        },
+        5,
+        |words: &mut [u64]| {
+            words.fill(0);
+            Ok::<(), ()>(())
+        },
+        |_| (),
+    )
+    .unwrap();
+    for (name, table) in [("built", &built), ("loaded", &loaded)] {
+        let middle = table.buckets.as_ptr() as usize + BUCKETS * 8 / 2;
+        let flags = vm_flags_at(middle).expect("the mapping that holds the buckets");
+        assert!(
+            flags.iter().any(|flag| flag == "hg"),
+            "the {name} table's buckets are not advised to huge pages: VmFlags {flags:?}"
+        );
+    }
+}
