@@ -23,8 +23,10 @@ type Member = Fleet<RedisCoordinator, i64>;
 /// The longest any test here waits for a condition.
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// A store whose commits do not wait for the WAL flush: these tests check the members'
+/// answers, never what a server crash keeps.
 async fn store(url: &str, table: &str) -> PostgresStore<i64, String> {
-    PostgresStore::builder(url)
+    PostgresStore::builder(common::servers::without_flush_wait(url))
         .table(table)
         .create_table_if_missing(true)
         .connect()

@@ -271,6 +271,7 @@ fn postgres_guard_grows_and_rebuilds_without_losing_a_key() {
     let Some(url) = servers::server_url(&servers::POSTGRES) else {
         return;
     };
+    let url = servers::without_flush_wait(&url);
     let runtime = common::runtime();
     let table = common::unique_name("stress");
     let store = runtime.block_on(

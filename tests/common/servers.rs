@@ -72,3 +72,18 @@ pub(crate) fn server_url(server: &Server) -> Option<String> {
     );
     None
 }
+
+/// `url` (a PostgreSQL URL or key=value string) with commits that return before their WAL
+/// record reaches the disk (`synchronous_commit=off`). For tests that commit many thousands
+/// of rows and check what the guard answers, not what survives a server crash: a commit is
+/// visible to every other session when it returns either way, and the flush would be most
+/// of their time. Never for a test that stops or kills the server.
+#[allow(dead_code)]
+pub(crate) fn without_flush_wait(url: &str) -> String {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{separator}options=-c%20synchronous_commit%3Doff")
+    } else {
+        format!("{url} options='-c synchronous_commit=off'")
+    }
+}
