@@ -19,7 +19,7 @@ use loom::thread;
 use super::{Broken, GuardCore};
 use crate::guard::{GuardError, RebuildPolicy, RebuildReason, Written};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
-use crate::table::loom_tests::{explore, Census};
+use crate::table::loom_tests::{bounded, explore, explore_at, Census};
 use crate::{CuckooFilter, Growth};
 
 /// The created (or deleted) key: fingerprint 7.
@@ -1105,7 +1105,9 @@ fn update_across_a_rekeyed_rebuild(broken: Broken, census: Census) {
 
 #[test]
 fn loom_rebuild_an_update_removes_each_copy_by_its_generations_hash() {
-    explore(
+    // At most 2 preemptions, as its control: 2 reach the census, and 3 is CI's slowest model.
+    explore_at(
+        2,
         "an update that found the next filter after the scan filled it",
         |census| update_across_a_rekeyed_rebuild(Broken::default(), census),
     );
@@ -1114,7 +1116,7 @@ fn loom_rebuild_an_update_removes_each_copy_by_its_generations_hash() {
 #[test]
 #[should_panic(expected = "an update took a copy of another key")]
 fn loom_rebuild_control_own_copies_hashed_by_current() {
-    loom::model(|| {
+    bounded(2).check(|| {
         update_across_a_rekeyed_rebuild(
             Broken {
                 own_copies_hashed_by_current: true,

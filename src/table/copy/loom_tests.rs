@@ -9,9 +9,11 @@
 //! that loom must catch, and a census that the interleaving the step exists for was reached
 //! (from the copy's test-only [`Event`] log where the snapshot alone cannot tell).
 //!
-//! The models run at a preemption bound of at most 3 ([`bounded`]): the copier's handshakes
-//! take every stripe lock twice, and at 4 the net-move model alone takes over ten minutes.
-//! Every negative control is caught at 3.
+//! The models run at a preemption bound of at most 3 ([`bounded`]), the two second-copy
+//! models and their controls at most 2: the copier's handshakes take every stripe lock
+//! twice, so each preemption more multiplies the interleavings (the second-copy models are
+//! the slowest at 3). Every negative control is caught at its model's bound,
+//! and each model's census sees its interleaving there.
 //!
 //! Two `#[ignore]`d models (`*_residual_duplicate`) record what the protocol allows and does
 //! not prevent: an extra that duplicates a copy the copier read, and a snapshot that then
@@ -22,30 +24,26 @@ use loom::sync::Arc;
 use super::{Broken, Event, Extra};
 use crate::fingerprint::{Fp16, SLOTS};
 use crate::table::geometry::Flat;
-use crate::table::loom_tests::{fp_linking, spawn, Census};
+use crate::table::loom_tests::{bounded, explore_at, fp_linking, spawn, Census};
 use crate::table::path::Hop;
 use crate::table::{Inserted, RawTable};
 
 type Table = RawTable<Fp16>;
 
-/// A loom builder at `LOOM_MAX_PREEMPTIONS` (as `loom::model` reads it), capped at 3.
-fn bounded() -> loom::model::Builder {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(builder.preemption_bound.map_or(3, |b| b.min(3)));
-    builder
-}
-
-/// Runs `model` under [`bounded`] with a fresh census, then asserts the census saw `what`.
+/// Runs `model` at a preemption bound of at most 3 ([`bounded`]) with a fresh census, then
+/// asserts the census saw `what`.
 fn explore(what: &str, model: impl Fn(Census) + Send + Sync + 'static) {
-    let census = Census::default();
-    let c = census.clone();
-    bounded().check(move || model(c.clone()));
-    census.assert_seen(what);
+    explore_at(3, what, model);
 }
 
-/// Runs a negative control under [`bounded`].
+/// Runs a negative control at a preemption bound of at most 3 ([`bounded`]).
 fn model(f: impl Fn() + Send + Sync + 'static) {
-    bounded().check(f);
+    model_at(3, f);
+}
+
+/// Runs a negative control at a preemption bound of at most `bound` ([`bounded`]).
+fn model_at(bound: usize, f: impl Fn() + Send + Sync + 'static) {
+    bounded(bound).check(f);
 }
 
 /// What the census of every model must see.
@@ -343,7 +341,7 @@ const STRADDLED_SECOND: &str = "a take that straddled the second copy and logged
 
 #[test]
 fn loom_copy_a_second_copy_starts_from_zero() {
-    explore(STRADDLED_SECOND, |c| {
+    explore_at(2, STRADDLED_SECOND, |c| {
         hop_during_second_copy(Broken::default(), false, c)
     });
 }
@@ -351,7 +349,7 @@ fn loom_copy_a_second_copy_starts_from_zero() {
 #[test]
 #[should_panic(expected = "false negative: the second copy")]
 fn loom_copy_control_no_reset() {
-    model(|| {
+    model_at(2, || {
         hop_during_second_copy(
             Broken {
                 no_reset: true,
@@ -365,7 +363,7 @@ fn loom_copy_control_no_reset() {
 
 #[test]
 fn loom_copy_a_copy_after_a_failed_copy_starts_from_zero() {
-    explore(STRADDLED_SECOND, |c| {
+    explore_at(2, STRADDLED_SECOND, |c| {
         hop_during_second_copy(Broken::default(), true, c)
     });
 }
@@ -373,7 +371,7 @@ fn loom_copy_a_copy_after_a_failed_copy_starts_from_zero() {
 #[test]
 #[should_panic(expected = "false negative: the second copy")]
 fn loom_copy_control_no_reset_after_a_failed_copy() {
-    model(|| {
+    model_at(2, || {
         hop_during_second_copy(
             Broken {
                 no_reset: true,
