@@ -931,34 +931,43 @@ fn passwords_are_never_printed_when_the_server_cannot_be_reached() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("never.cgsnap");
     let out = out.to_str().unwrap();
-    for secret in SECRETS {
-        let conninfo_secret = secret.replace('\'', "");
-        // Nothing listens on port 1.
-        let dbs = [
-            format!("postgres://app:{secret}@127.0.0.1:1/test"),
-            format!("postgresql://127.0.0.1:1/test?user=app&password={secret}"),
-            format!("redis://:{secret}@127.0.0.1:1"),
-            format!("redis://app:{secret}@127.0.0.1:1/0"),
-            format!("host=127.0.0.1 port=1 user=app password='{conninfo_secret}' dbname=test"),
-        ];
-        for db in &dbs {
-            let runs = [
-                drill(&["--db", db, "--rows", "100", "--duration", "0.2"]),
-                drill(&["--json", "--db", db, "--rows", "100", "--duration", "0.2"]),
-                snapshot_tool(&["build", "--db", db, "--out", out]),
-            ];
-            for output in runs {
-                let text = format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&output.stdout),
-                    stderr(&output)
-                );
-                assert_eq!(output.status.code(), Some(2), "{text}");
-                assert!(text.starts_with("error: "), "{text}");
-                assert_hidden(&text, secret, db);
-            }
+    // Nothing listens on port 1.
+    let dbs: Vec<(&str, String)> = SECRETS
+        .iter()
+        .flat_map(|&secret| {
+            let conninfo_secret = secret.replace('\'', "");
+            [
+                format!("postgres://app:{secret}@127.0.0.1:1/test"),
+                format!("postgresql://127.0.0.1:1/test?user=app&password={secret}"),
+                format!("redis://:{secret}@127.0.0.1:1"),
+                format!("redis://app:{secret}@127.0.0.1:1/0"),
+                format!("host=127.0.0.1 port=1 user=app password='{conninfo_secret}' dbname=test"),
+            ]
+            .map(|db| (secret, db))
+        })
+        .collect();
+    // One thread per address: a Redis client spends seconds retrying before it gives up.
+    std::thread::scope(|scope| {
+        for (secret, db) in &dbs {
+            scope.spawn(move || {
+                let runs = [
+                    drill(&["--db", db, "--rows", "100", "--duration", "0.2"]),
+                    drill(&["--json", "--db", db, "--rows", "100", "--duration", "0.2"]),
+                    snapshot_tool(&["build", "--db", db, "--out", out]),
+                ];
+                for output in runs {
+                    let text = format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&output.stdout),
+                        stderr(&output)
+                    );
+                    assert_eq!(output.status.code(), Some(2), "{text}");
+                    assert!(text.starts_with("error: "), "{text}");
+                    assert_hidden(&text, secret, db);
+                }
+            });
         }
-    }
+    });
 }
 
 #[test]
