@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo run --release --example lookups                          # 200M keys, the 16-bit class
 //! cargo run --release --example lookups -- 16000000 --classes 16,12,8 --dashset
+//! cargo run --release --example lookups -- 16000000 --queries 65536   # a warm working set
 //! ```
 //!
 //! For each width class asked for, it fills a filter built for the keys (about 94% load),
@@ -19,6 +20,13 @@
 //! (hash and prefetch 16 keys, then probe them) can only help where the out-of-order core
 //! cannot keep enough cache misses in flight on its own; the probe's own batched-to-scalar
 //! ratio shows how much room the machine leaves.
+//!
+//! Each measure looks up `--queries` distinct keys (default 4,194,304), each once per pass,
+//! in passes of at least 13 million lookups in all. With the default a pass touches more
+//! bucket lines than a 16M table has, so lines come from the caches only as often as
+//! random traffic would find them there. A small set, such as the criterion suite's 65,536
+//! queries repeated, touches the same 4 to 8 MB every pass, which stays in the L2 and L3
+//! caches whatever the table's size.
 
 #[path = "../benches/contenders.rs"]
 mod contenders;
@@ -26,18 +34,24 @@ mod contenders;
 use std::hint::black_box;
 use std::time::Instant;
 
-use contenders::{member, non_member, timed_split, Contender, Probe, QUERIES};
+use contenders::{member, non_member, timed_split, Contender, Probe};
 use cuckoo_guard::{CuckooFilter, Growth};
 
 /// Rounds per measure; each round times the contender and the probe back to back.
 const ROUNDS: usize = 7;
 
+/// Distinct keys looked up per measure, unless `--queries` says otherwise.
+const QUERIES: usize = 1 << 22;
+
+/// Lookups per timed pass, at least: enough that thread start-up is noise.
+const LOOKUPS: usize = 200 << 16;
+
 /// The rate (M lookups/s) at which `work` gets through `keys` split over `threads`; each
-/// thread repeats its share 200 times, so thread start-up is noise.
+/// thread goes through its share as often as it takes to make `LOOKUPS` lookups in all.
 fn rate(keys: &[u64], threads: usize, work: &(impl Fn(&[u64]) + Sync)) -> f64 {
-    const REPS: u64 = 200;
-    let took = timed_split(REPS, threads, keys, work);
-    (REPS as usize * keys.len()) as f64 / took.as_secs_f64() / 1e6
+    let reps = LOOKUPS.div_ceil(keys.len()) as u64;
+    let took = timed_split(reps, threads, keys, work);
+    (reps as usize * keys.len()) as f64 / took.as_secs_f64() / 1e6
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -146,8 +160,8 @@ fn print_probe(r: &Rates) {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut n, mut classes, mut dashset, mut huge_probe) =
-        (200_000_000usize, vec![16u32], false, false);
+    let (mut n, mut classes, mut dashset, mut huge_probe, mut queries) =
+        (200_000_000usize, vec![16u32], false, false, QUERIES);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--classes" => {
@@ -160,14 +174,21 @@ fn main() {
             }
             "--dashset" => dashset = true,
             "--huge-probe" => huge_probe = true,
+            "--queries" => {
+                queries = args
+                    .next()
+                    .and_then(|q| q.parse().ok())
+                    .filter(|&q| q > 0)
+                    .expect("--queries N, N at least 1");
+            }
             keys => n = keys.parse().expect("keys: a number"),
         }
     }
-    let misses: Vec<u64> = (0..QUERIES as u64).map(non_member).collect();
-    let hits: Vec<u64> = (0..QUERIES as u64)
+    let misses: Vec<u64> = (0..queries as u64).map(non_member).collect();
+    let hits: Vec<u64> = (0..queries as u64)
         .map(|i| member(contenders::splitmix(i) % n as u64))
         .collect();
-    println!("{n} keys; lookups in M/s, medians of 7 rounds");
+    println!("{n} keys, {queries} distinct queries; lookups in M/s, medians of 7 rounds");
     for class in classes {
         let filter = CuckooFilter::builder()
             .growth(Growth::Fixed)
