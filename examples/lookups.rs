@@ -24,9 +24,9 @@
 //! Each measure looks up `--queries` distinct keys (default 4,194,304), each once per pass,
 //! in passes of at least 13 million lookups in all. With the default a pass touches more
 //! bucket lines than a 16M table has, so lines come from the caches only as often as
-//! random traffic would find them there. A small set, such as the criterion suite's 65,536
-//! queries repeated, touches the same 4 to 8 MB every pass, which stays in the L2 and L3
-//! caches whatever the table's size.
+//! random traffic would find them there. A small set, such as 65,536 queries repeated,
+//! touches the same 4 to 8 MB every pass, which stays in the L2 and L3 caches whatever the
+//! table's size.
 
 #[path = "../benches/contenders.rs"]
 mod contenders;
