@@ -15,13 +15,14 @@ use cuckoo_guard::{CuckooFilter, Growth};
 pub(crate) type AHashBuilder = ahash::RandomState;
 
 /// Lookups per timed iteration for a set of `n` keys, each key distinct: one per 16 members,
-/// at least 65,536 and at most 4,194,304. For a 16M set an iteration touches every bucket
-/// line about twice, so a lookup finds its line in the caches only as often as random
-/// traffic would; a small fixed set, repeated, would stay in the L3 from one iteration to
-/// the next however large the table.
+/// at least 65,536 and at most 4,194,304. For a 16M set an iteration touches most of the
+/// filter's bucket lines, each about twice on average, so a lookup finds its line in the
+/// caches only as often as random traffic would; a small fixed set, repeated, could partly
+/// stay in the L3 from one iteration to the next however large the table.
 pub(crate) fn queries(n: usize) -> usize {
     (n / 16).clamp(1 << 16, 1 << 22)
 }
+
 /// Operations per timed iteration of a mixed workload.
 pub(crate) const OPS: usize = 1 << 16;
 pub(crate) const THREADS: [usize; 2] = [1, 2];

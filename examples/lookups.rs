@@ -21,12 +21,13 @@
 //! cannot keep enough cache misses in flight on its own; the probe's own batched-to-scalar
 //! ratio shows how much room the machine leaves.
 //!
-//! Each measure looks up `--queries` distinct keys (default 4,194,304), each once per pass,
-//! in passes of at least 13 million lookups in all. With the default a pass touches more
-//! bucket lines than a 16M table has, so lines come from the caches only as often as
-//! random traffic would find them there. A small set, such as 65,536 queries repeated,
-//! touches the same 4 to 8 MB every pass, which stays in the L2 and L3 caches whatever the
-//! table's size.
+//! Each measure looks up `--queries` distinct keys (default 4,194,304); a timed pass goes
+//! through them as many times as makes at least 13.1 million lookups (4 times with the
+//! default). The default set touches more bucket lines than a 16M table has, so lines come
+//! from the caches only as often as random traffic would find them there. A small set, such
+//! as 65,536 queries, touches the same 4 to 8 MB on every time through, much of which can
+//! stay in the L3 whatever the table's size; that favours whichever contender touches fewer
+//! lines.
 
 #[path = "../benches/contenders.rs"]
 mod contenders;
