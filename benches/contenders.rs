@@ -338,10 +338,11 @@ impl Workload {
     pub(crate) fn new(n: usize) -> Workload {
         let members: Vec<u64> = (0..n as u64).map(member).collect();
         let mut rng = Rng(7);
-        let hits = (0..queries(n))
+        let queries = queries(n);
+        let hits = (0..queries)
             .map(|_| members[(rng.next() % n as u64) as usize])
             .collect();
-        let misses = (0..queries(n) as u64).map(non_member).collect();
+        let misses = (0..queries as u64).map(non_member).collect();
         Workload {
             n,
             members,
