@@ -27,7 +27,7 @@
 //!    keeps its copy; a failed delete removes nothing. Either leaves at most a stale copy: a
 //!    false positive, counted in [`GuardStats::stale_copies`].
 //!
-//! Each rule is tested in `tests/guard.rs`.
+//! Each rule is tested in `tests/integration/guard.rs`.
 //!
 //! # False-positive memo
 //!

@@ -6,7 +6,7 @@
 //! seeded with the header's, so the splice is refused). Together these once let a restart trust a file that missed a stored
 //! key: a dropped seal's late body written over a newer seal's file.
 
-mod common;
+use crate::common;
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;

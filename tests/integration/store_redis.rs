@@ -3,7 +3,7 @@
 //! `REDIS_URL` each test prints that it was skipped.
 #![cfg(feature = "redis")]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

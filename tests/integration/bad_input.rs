@@ -3,7 +3,7 @@
 //! (`bad_input_gets_one_line_and_exit_code_2`).
 #![cfg(all(feature = "sqlite", feature = "postgres", feature = "redis"))]
 
-mod common;
+use crate::common;
 
 use cuckoo_guard::guard::{CacheGuard, GuardError, MemoryStore, PolicyError, RebuildPolicy};
 use cuckoo_guard::stores::{

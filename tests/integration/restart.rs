@@ -5,7 +5,7 @@
 //! reopened, as a restarted process would), and through `AsyncCacheGuard` against
 //! `PostgresStore` and `RedisStore` on the servers at `DATABASE_URL` and `REDIS_URL`.
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! older build wrote (an integer). Each refusal leaves a warming guard that finds the rows.
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;

@@ -3,7 +3,7 @@
 // The tests build with the dev-dependencies' newer toolchain, not the library's MSRV.
 #![allow(clippy::incompatible_msrv)]
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::fmt;

@@ -3,7 +3,7 @@
 //!
 //! `CG_SNAPSHOT_ROUNDS` sets the snapshots per scenario (default 40).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};

@@ -5,7 +5,7 @@
 //! every key the store holds must pass the filter: no false negatives, stale copies counted.
 #![cfg(feature = "sqlite")]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::fmt;

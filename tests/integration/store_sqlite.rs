@@ -2,7 +2,7 @@
 //! error handling, and the guard under concurrent writers and readers.
 #![cfg(feature = "sqlite")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 
 #![cfg(any(feature = "sqlite", feature = "postgres"))]
 
-mod common;
+use crate::common;
 
 use cuckoo_guard::guard::Restart;
 use cuckoo_guard::CuckooFilter;

@@ -3,7 +3,7 @@
 //! holds, and a server that lost its data. Each test uses a fleet of its own.
 #![cfg(all(feature = "fleet", feature = "redis"))]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -1,7 +1,7 @@
 //! Key sampling without a database: the default `sample_keys` (a reservoir sample over a
 //! full scan) through a store that does not override it, and the memory store's own.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;

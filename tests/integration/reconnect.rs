@@ -10,7 +10,7 @@
 //! immediate`, a crash, then starts it again.
 #![cfg(all(feature = "redis", feature = "postgres"))]
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::net::TcpListener;

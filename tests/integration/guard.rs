@@ -16,7 +16,7 @@ use cuckoo_guard::guard::{
 use cuckoo_guard::{CuckooFilter, Growth};
 use tokio::sync::Notify;
 
-mod common;
+use crate::common;
 
 #[cfg(feature = "tokio")]
 use cuckoo_guard::guard::Blocking;

@@ -3,7 +3,7 @@
 //! Without `DATABASE_URL` each test prints that it was skipped.
 #![cfg(feature = "postgres")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
