@@ -1,5 +1,6 @@
-//! The contenders and workloads shared by the criterion suite (`benches/main.rs`) and the
-//! comparison report (`examples/compare/`): one definition, so both measure the same thing.
+//! The contenders and workloads shared by the criterion suite (`benches/main.rs`), the
+//! comparison report (`examples/compare/`) and the lookup examples (`examples/lookups.rs`,
+//! `lookup_cost.rs`, `line_study.rs`): one definition, so all measure the same thing.
 //! Each target uses a subset, hence the `dead_code` allowance.
 
 #![allow(dead_code)]
@@ -224,22 +225,9 @@ impl Probe {
     fn with_pages(bytes: usize, huge: bool) -> Probe {
         let lines = (bytes / 64).max(1);
         let mut buffer: Vec<[u64; 8]> = Vec::with_capacity(lines);
-        #[cfg(target_os = "linux")]
         if huge {
-            const HUGE_PAGE: usize = 2 << 20;
-            let start = buffer.as_ptr() as usize;
-            let first = start.next_multiple_of(HUGE_PAGE);
-            let end = (start + lines * 64) / HUGE_PAGE * HUGE_PAGE;
-            if end > first {
-                // SAFETY: the range is page-aligned and inside the buffer's allocation, which
-                // nothing has written yet; the advice changes no contents or mappings.
-                unsafe {
-                    libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE)
-                };
-            }
+            advise_huge_pages(&buffer);
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = huge;
         buffer.extend((0..lines as u64).map(|i| [splitmix(i); 8]));
         Probe {
             lines: buffer.into_boxed_slice(),
@@ -326,6 +314,86 @@ pub(crate) fn timed_split<T: Sync>(
     start.elapsed()
 }
 
+/// Rounds per paired measure; each round times a contender and the probe back to back.
+pub(crate) const ROUNDS: usize = 7;
+
+/// Lookups per timed pass of a paired measure, at least: enough that thread start-up is noise.
+pub(crate) const LOOKUPS: usize = 200 << 16;
+
+/// The rate (M lookups/s) at which `work` gets through `keys` split over `threads`; each
+/// thread goes through its share as often as it takes to make `LOOKUPS` lookups in all.
+pub(crate) fn rate(keys: &[u64], threads: usize, work: &(impl Fn(&[u64]) + Sync)) -> f64 {
+    let reps = LOOKUPS.div_ceil(keys.len()) as u64;
+    let took = timed_split(reps, threads, keys, work);
+    (reps as usize * keys.len()) as f64 / took.as_secs_f64() / 1e6
+}
+
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// One measure of a contender beside the probe: medians over `ROUNDS` rounds of each rate
+/// and of the ratio within each round. Each round runs both, in alternating order, so that
+/// a change in the host's load between rounds moves both rates of a round alike.
+#[derive(Clone, Copy)]
+pub(crate) struct Paired {
+    pub(crate) rate: f64,
+    pub(crate) probe: f64,
+    pub(crate) ratio: f64,
+}
+
+pub(crate) fn paired(
+    keys: &[u64],
+    threads: usize,
+    ours: impl Fn(&[u64]) + Sync,
+    probe: impl Fn(&[u64]) + Sync,
+) -> Paired {
+    let rounds: Vec<(f64, f64)> = (0..ROUNDS)
+        .map(|round| {
+            if round % 2 == 0 {
+                let a = rate(keys, threads, &ours);
+                (a, rate(keys, threads, &probe))
+            } else {
+                let b = rate(keys, threads, &probe);
+                (rate(keys, threads, &ours), b)
+            }
+        })
+        .collect();
+    Paired {
+        rate: median(rounds.iter().map(|r| r.0).collect()),
+        probe: median(rounds.iter().map(|r| r.1).collect()),
+        ratio: median(rounds.iter().map(|r| r.0 / r.1).collect()),
+    }
+}
+
+/// One-key-at-a-time lookups of `keys` in `set`.
+pub(crate) fn scalar<C: Contender + Sync>(set: &C) -> impl Fn(&[u64]) + Sync + '_ {
+    move |part| {
+        black_box(part.iter().filter(|&&k| set.contains(k)).count());
+    }
+}
+
+/// Asks for transparent huge pages, as this crate's tables do, over the whole 2 MiB pages
+/// inside `buffer`'s capacity; call it before the first write (Linux; elsewhere it does
+/// nothing).
+pub(crate) fn advise_huge_pages<T>(buffer: &Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE_PAGE: usize = 2 << 20;
+        let start = buffer.as_ptr() as usize;
+        let first = start.next_multiple_of(HUGE_PAGE);
+        let end = (start + buffer.capacity() * std::mem::size_of::<T>()) / HUGE_PAGE * HUGE_PAGE;
+        if end > first {
+            // SAFETY: the range is page-aligned and inside the buffer's allocation; the
+            // advice changes no contents or mappings.
+            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buffer;
+}
+
 /// A sized workload: the keys a filter of `n` holds and the queries against it.
 pub(crate) struct Workload {
     pub(crate) n: usize,
@@ -389,6 +457,22 @@ pub(crate) fn ours(n: usize) -> CuckooFilter {
         .seed(1)
         .build()
         .unwrap()
+}
+
+/// A filter of the width class `class` built for `n` keys with `member(0..n)` inserted, and
+/// how many of them it refused.
+pub(crate) fn filled_class(n: usize, class: u32) -> (CuckooFilter, usize) {
+    let filter = CuckooFilter::builder()
+        .growth(Growth::Fixed)
+        .capacity(n)
+        .fingerprint_bits(class)
+        .seed(1)
+        .build()
+        .expect("a filter");
+    let refused = (0..n as u64)
+        .filter(|&i| filter.insert(&member(i)).is_err())
+        .count();
+    (filter, refused)
 }
 
 /// `set` with `keys` inserted. Filters sized by power-of-two rounding may refuse a few keys

@@ -17,7 +17,7 @@ mod contenders;
 
 use std::time::Instant;
 
-use contenders::{member, non_member, Contender, Probe};
+use contenders::{filled_class, non_member, Contender, Probe};
 use cuckoo_guard::CuckooFilter;
 
 /// Absent keys counted present by `filter` (its false positives).
@@ -70,16 +70,7 @@ fn main() {
     let n = arg(1, 16_000_000);
     let m = arg(2, 1_000_000);
     let class = arg(3, 16) as u32;
-    let filter = CuckooFilter::builder()
-        .growth(cuckoo_guard::Growth::Fixed)
-        .capacity(n)
-        .fingerprint_bits(class)
-        .seed(1)
-        .build()
-        .expect("a filter");
-    let refused = (0..n as u64)
-        .filter(|&i| filter.insert(&member(i)).is_err())
-        .count();
+    let (filter, refused) = filled_class(n, class);
     let stats = filter.stats();
     println!(
         "{n} keys ({refused} refused), load {:.3}, filter {} MB",

@@ -35,71 +35,10 @@ mod contenders;
 use std::hint::black_box;
 use std::time::Instant;
 
-use contenders::{member, non_member, timed_split, Contender, Probe};
-use cuckoo_guard::{CuckooFilter, Growth};
-
-/// Rounds per measure; each round times the contender and the probe back to back.
-const ROUNDS: usize = 7;
+use contenders::{filled_class, member, non_member, paired, scalar, Contender, Paired, Probe};
 
 /// Distinct keys looked up per measure, unless `--queries` says otherwise.
 const QUERIES: usize = 1 << 22;
-
-/// Lookups per timed pass, at least: enough that thread start-up is noise.
-const LOOKUPS: usize = 200 << 16;
-
-/// The rate (M lookups/s) at which `work` gets through `keys` split over `threads`; each
-/// thread goes through its share as often as it takes to make `LOOKUPS` lookups in all.
-fn rate(keys: &[u64], threads: usize, work: &(impl Fn(&[u64]) + Sync)) -> f64 {
-    let reps = LOOKUPS.div_ceil(keys.len()) as u64;
-    let took = timed_split(reps, threads, keys, work);
-    (reps as usize * keys.len()) as f64 / took.as_secs_f64() / 1e6
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// One measure of a contender beside the probe: medians over `ROUNDS` rounds of each rate
-/// and of the ratio within each round. Each round runs both, in alternating order, so that
-/// a change in the host's load between rounds moves both rates of a round alike.
-#[derive(Clone, Copy)]
-struct Paired {
-    rate: f64,
-    probe: f64,
-    ratio: f64,
-}
-
-fn paired(
-    keys: &[u64],
-    threads: usize,
-    ours: impl Fn(&[u64]) + Sync,
-    probe: impl Fn(&[u64]) + Sync,
-) -> Paired {
-    let rounds: Vec<(f64, f64)> = (0..ROUNDS)
-        .map(|round| {
-            if round % 2 == 0 {
-                let a = rate(keys, threads, &ours);
-                (a, rate(keys, threads, &probe))
-            } else {
-                let b = rate(keys, threads, &probe);
-                (rate(keys, threads, &ours), b)
-            }
-        })
-        .collect();
-    Paired {
-        rate: median(rounds.iter().map(|r| r.0).collect()),
-        probe: median(rounds.iter().map(|r| r.1).collect()),
-        ratio: median(rounds.iter().map(|r| r.0 / r.1).collect()),
-    }
-}
-
-/// One-key-at-a-time lookups of `keys` in `set`.
-fn scalar<C: Contender + Sync>(set: &C) -> impl Fn(&[u64]) + Sync + '_ {
-    move |part| {
-        black_box(part.iter().filter(|&&k| set.contains(k)).count());
-    }
-}
 
 /// Batched lookups of `keys` with `many`.
 fn batched(many: impl Fn(&[u64], &mut [bool]) + Sync) -> impl Fn(&[u64]) + Sync {
@@ -191,17 +130,8 @@ fn main() {
         .collect();
     println!("{n} keys, {queries} distinct queries; lookups in M/s, medians of 7 rounds");
     for class in classes {
-        let filter = CuckooFilter::builder()
-            .growth(Growth::Fixed)
-            .capacity(n)
-            .fingerprint_bits(class)
-            .seed(1)
-            .build()
-            .expect("a filter");
         let start = Instant::now();
-        let refused = (0..n as u64)
-            .filter(|&i| filter.insert(&member(i)).is_err())
-            .count();
+        let (filter, refused) = filled_class(n, class);
         let filled = start.elapsed().as_secs_f64();
         let probe = if huge_probe {
             Probe::on_huge_pages(filter.memory_usage())
