@@ -459,20 +459,22 @@ pub(crate) fn ours(n: usize) -> CuckooFilter {
         .unwrap()
 }
 
-/// A filter of the width class `class` built for `n` keys with `member(0..n)` inserted, and
-/// how many of them it refused.
-pub(crate) fn filled_class(n: usize, class: u32) -> (CuckooFilter, usize) {
-    let filter = CuckooFilter::builder()
+/// A filter of the width class `class` built for `n` keys (about 94% load when full).
+pub(crate) fn built_class(n: usize, class: u32) -> CuckooFilter {
+    CuckooFilter::builder()
         .growth(Growth::Fixed)
         .capacity(n)
         .fingerprint_bits(class)
         .seed(1)
         .build()
-        .expect("a filter");
-    let refused = (0..n as u64)
+        .expect("a filter")
+}
+
+/// Inserts `member(0..n)` into `filter`; returns how many it refused.
+pub(crate) fn insert_members(filter: &CuckooFilter, n: usize) -> usize {
+    (0..n as u64)
         .filter(|&i| filter.insert(&member(i)).is_err())
-        .count();
-    (filter, refused)
+        .count()
 }
 
 /// `set` with `keys` inserted. Filters sized by power-of-two rounding may refuse a few keys

@@ -36,7 +36,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use contenders::{
-    advise_huge_pages, filled_class, member, non_member, paired, scalar, splitmix, Contender, Probe,
+    advise_huge_pages, built_class, insert_members, member, non_member, paired, scalar, splitmix,
+    Contender, Probe,
 };
 
 /// Bucket words per line, after the header word.
@@ -99,7 +100,6 @@ struct Line([AtomicU64; 8]);
 /// The layout's table.
 struct Lines {
     table: Vec<Line>,
-    lines: u64,
 }
 
 /// The lookups measured (see the file's docs), as `Lookup`'s parameter.
@@ -113,21 +113,16 @@ struct Lookup<'a, const KIND: u8>(&'a Lines);
 
 impl Lines {
     fn new(lines: usize) -> Lines {
-        Lines {
-            table: {
-                let mut buffer: Vec<Line> = Vec::with_capacity(lines);
-                advise_huge_pages(&buffer);
-                buffer.extend((0..lines).map(|_| Line(std::array::from_fn(|_| AtomicU64::new(0)))));
-                buffer
-            },
-            lines: lines as u64,
-        }
+        let mut table: Vec<Line> = Vec::with_capacity(lines);
+        advise_huge_pages(&table);
+        table.extend((0..lines).map(|_| Line(std::array::from_fn(|_| AtomicU64::new(0)))));
+        Lines { table }
     }
 
     #[inline]
     fn spot(&self, key: u64) -> Spot {
         let h = splitmix(key);
-        let line = (((h >> 32) * self.lines) >> 32) as usize;
+        let line = (((h >> 32) * self.table.len() as u64) >> 32) as usize;
         let mut fp = h & 0xFFFF;
         fp += (fp == 0) as u64;
         let b1 = ((((h >> 16) & 0xFFFF) * BUCKETS as u64) >> 16) as usize;
@@ -141,8 +136,8 @@ impl Lines {
 
     #[inline]
     fn other_line(&self, line: usize, fp: u64) -> usize {
-        let c = (((fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) * self.lines) >> 32) as usize;
-        let n = self.lines as usize;
+        let n = self.table.len();
+        let c = (((fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) * n as u64) >> 32) as usize;
         (c + n - line) % n
     }
 
@@ -255,10 +250,8 @@ impl Lines {
     /// Absent with its primary's bit set: the share of negatives that read a second line.
     fn reads_second(&self, key: u64) -> bool {
         let s = self.spot(key);
-        let w = &self.table[s.line].0;
-        !has(w[1 + s.b1].load(Relaxed), s.fp)
-            && !has(w[1 + s.b2].load(Relaxed), s.fp)
-            && w[0].load(Relaxed) & bit(s.fp) != 0
+        !Lookup::<TWO_WORDS>(self).contains(key)
+            && self.table[s.line].0[0].load(Relaxed) & bit(s.fp) != 0
     }
 }
 
@@ -370,7 +363,8 @@ fn main() {
         &misses,
     );
     drop((table, probe));
-    let (filter, refused) = filled_class(n, 16);
+    let filter = built_class(n, 16);
+    let refused = insert_members(&filter, n);
     println!(
         "cuckoo-guard 16-bit class: load {:.1}%, {:.2} bits per key, {refused} refused",
         filter.load_factor() * 100.0,

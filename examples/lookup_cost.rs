@@ -17,7 +17,7 @@ mod contenders;
 
 use std::time::Instant;
 
-use contenders::{filled_class, non_member, Contender, Probe};
+use contenders::{built_class, insert_members, non_member, Contender, Probe};
 use cuckoo_guard::CuckooFilter;
 
 /// Absent keys counted present by `filter` (its false positives).
@@ -70,7 +70,8 @@ fn main() {
     let n = arg(1, 16_000_000);
     let m = arg(2, 1_000_000);
     let class = arg(3, 16) as u32;
-    let (filter, refused) = filled_class(n, class);
+    let filter = built_class(n, class);
+    let refused = insert_members(&filter, n);
     let stats = filter.stats();
     println!(
         "{n} keys ({refused} refused), load {:.3}, filter {} MB",

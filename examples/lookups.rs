@@ -35,7 +35,9 @@ mod contenders;
 use std::hint::black_box;
 use std::time::Instant;
 
-use contenders::{filled_class, member, non_member, paired, scalar, Contender, Paired, Probe};
+use contenders::{
+    built_class, insert_members, member, non_member, paired, scalar, Contender, Paired, Probe,
+};
 
 /// Distinct keys looked up per measure, unless `--queries` says otherwise.
 const QUERIES: usize = 1 << 22;
@@ -130,8 +132,9 @@ fn main() {
         .collect();
     println!("{n} keys, {queries} distinct queries; lookups in M/s, medians of 7 rounds");
     for class in classes {
+        let filter = built_class(n, class);
         let start = Instant::now();
-        let (filter, refused) = filled_class(n, class);
+        let refused = insert_members(&filter, n);
         let filled = start.elapsed().as_secs_f64();
         let probe = if huge_probe {
             Probe::on_huge_pages(filter.memory_usage())
