@@ -829,7 +829,8 @@ fn a_write_in_flight_across_a_lost_state_reaches_a_joiner() {
     common::runtime().block_on(async {
         let table = unique_name("fleet");
         let name = unique_name("fleet");
-        let bound = Duration::from_secs(2);
+        // Seconds to spare after the write at 700 ms, for a slow commit on a loaded machine.
+        let bound = Duration::from_secs(5);
         let config = config(&name).write_bound(bound);
         let a = guard(store(&pg, &table).await);
         let fleet_a = Fleet::join(&a, coordinator(&redis, &name).await, config.clone())
@@ -906,8 +907,9 @@ fn a_member_of_a_lost_state_does_not_rebuild_into_the_new_one() {
         let table = unique_name("fleet");
         let name = unique_name("fleet");
         let config = config(&name)
-            .lease(Duration::from_secs(10))
-            .renewing_every(Duration::from_secs(4))
+            // No renewal comes before the rebuild: a renewal would notice the loss first.
+            .lease(Duration::from_secs(30))
+            .renewing_every(Duration::from_secs(10))
             .write_bound(Duration::from_secs(2));
         let a = guard(store(&pg, &table).await);
         let fleet_a = Fleet::join(&a, coordinator(&redis, &name).await, config.clone())

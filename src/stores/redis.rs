@@ -476,9 +476,9 @@ impl<K, V> RedisStore<K, V> {
 }
 
 /// How the store's connection manager replaces a broken connection: up to 6 attempts, 1 s
-/// each, with jittered exponential delays from 50 ms up to 1 s between them (about 5 s
-/// in all), after which the call fails with the connection error and the next call starts
-/// again. Replies time out after 5 s.
+/// each, with exponential delays from 50 ms up to 1 s between them, each lengthened by a
+/// random jitter of up to as much again (about 5 s in all), after which the call fails with
+/// the connection error and the next call starts again. Replies time out after 5 s.
 fn reconnect_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_number_of_retries(6)

@@ -31,8 +31,9 @@ fn an_automatic_rebuild_dropped_unrun_gives_its_claim_back() {
         .unwrap();
     second.block_on(async {
         let dir = tempfile::tempdir().unwrap();
+        // A kept claim holds the seal for ever; a synced write on a loaded disk takes seconds.
         let sealed = tokio::time::timeout(
-            Duration::from_secs(5),
+            Duration::from_secs(30),
             guard.seal(dir.path().join("g.cgsnap")),
         )
         .await;

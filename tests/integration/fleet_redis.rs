@@ -339,17 +339,23 @@ fn acknowledgements_are_recorded_and_published_to_the_feed() {
 fn renew_extends_a_live_lease_and_never_recreates_an_expired_one() {
     with_fleet(|url, name| async move {
         let c = coordinator(&url, &name).await;
-        let lease = Duration::from_millis(200);
-        let member = c.register(A, None, lease).await.unwrap().member;
-        // A renewal extends the 200 ms lease to a second from now.
-        assert!(c.renew(member, Duration::from_secs(1)).await.unwrap());
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        // Leases that must still be live when looked at have a second or more to spare, so
+        // a stalled client does not let them lapse; the short one only lapses.
+        let member = c
+            .register(A, None, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .member;
+        // A renewal extends the one-second lease to three seconds from now.
+        assert!(c.renew(member, Duration::from_secs(3)).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
         let state = &c.members(&[member]).await.unwrap().members[0];
         assert!(
             state.registered && state.lease_live,
             "the renewal did not extend"
         );
         assert_eq!(state.renewals, 1);
+        let lease = Duration::from_millis(200);
         assert!(c.renew(member, lease).await.unwrap());
         assert_eq!(c.members(&[member]).await.unwrap().members[0].renewals, 2);
 
@@ -368,14 +374,15 @@ fn renew_extends_a_live_lease_and_never_recreates_an_expired_one() {
 fn expel_removes_only_members_whose_lease_expired() {
     with_fleet(|url, name| async move {
         let c = coordinator(&url, &name).await;
+        // Live for a second: a stalled client still finds it live at the first expel.
         let short = c
-            .register(A, None, Duration::from_millis(200))
+            .register(A, None, Duration::from_secs(1))
             .await
             .unwrap()
             .member;
         let long = c.register(B, None, LEASE).await.unwrap().member;
         assert!(!c.expel(short).await.unwrap(), "expelled a live member");
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
         assert!(!c.expel(long).await.unwrap(), "expelled a live member");
         assert!(c.expel(short).await.unwrap());
         assert!(!c.expel(short).await.unwrap(), "expelled twice");

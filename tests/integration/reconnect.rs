@@ -238,7 +238,9 @@ fn redis_recovers_when_the_server_is_killed_and_restarted() {
                 .unwrap();
         })
         .await;
-        assert!(recovery < Duration::from_secs(2), "{recovery:?}");
+        // A retry delay of up to a second, jittered up to twice that, may have just begun
+        // when the server is back; a failed retry cycle (about 5 s) or none fails.
+        assert!(recovery < Duration::from_secs(4), "{recovery:?}");
     });
 }
 
@@ -462,7 +464,9 @@ fn postgres_recovers_when_the_server_crashes_and_restarts() {
                 .unwrap();
         })
         .await;
-        assert!(recovery < Duration::from_secs(2), "{recovery:?}");
+        // A retry delay of up to a second may have just begun when the server is back, and
+        // the first backend after crash recovery is slow; a failed retry cycle fails.
+        assert!(recovery < Duration::from_secs(4), "{recovery:?}");
     });
 }
 
