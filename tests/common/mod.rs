@@ -164,6 +164,20 @@ pub(crate) async fn pg_client(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// Polls `future` once and drops it: its output if it was ready, `None` if it was pending.
+// The tests build with the dev-dependencies' newer toolchain, not the library's MSRV.
+#[allow(clippy::incompatible_msrv)]
+pub(crate) fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
+}
+
 /// A tokio runtime with two workers, so spawned tasks really run in parallel.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

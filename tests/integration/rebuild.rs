@@ -3,15 +3,12 @@
 // The tests build with the dev-dependencies' newer toolchain, not the library's MSRV.
 #![allow(clippy::incompatible_msrv)]
 
-use crate::common;
+use crate::common::{self, poll_once};
 
 use std::convert::Infallible;
 use std::fmt;
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use cuckoo_guard::guard::{
@@ -261,18 +258,6 @@ fn a_failed_rebuild_keeps_the_current_filter_and_says_why() {
     let report = guard.rebuild().unwrap();
     assert_eq!(report.keys_scanned, 501);
     assert!((0..500).chain([1_000]).all(|k| guard.may_contain(&k)));
-}
-
-/// Polls `future` once: a put that reaches the store call and stays there.
-fn poll_once<F: Future>(future: F) -> Option<F::Output> {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(output) => Some(output),
-        Poll::Pending => None,
-    }
 }
 
 #[test]
