@@ -136,13 +136,23 @@ pub struct Config {
     /// The request header naming the client (its first comma-separated value, so
     /// `X-Forwarded-For` names the original client): with it, the guard's layer answers
     /// `429 Too Many Requests` to a client whose requests the filter keeps blocking
-    /// ([`Throttle`](cuckoo_guard::tower::throttle::Throttle)'s defaults). Set it only behind a
-    /// proxy that sets the header; a client could otherwise name itself anything.
+    /// ([`Throttle`](cuckoo_guard::tower::throttle::Throttle)'s defaults, with the window,
+    /// cool-down and hold below). Set it only behind a proxy that sets the header; a client
+    /// could otherwise name itself anything.
     pub throttle_by: Option<String>,
+    /// The window the throttle counts a client's blocked requests over
+    /// ([`ThrottleBuilder::window`](cuckoo_guard::tower::throttle::ThrottleBuilder::window)),
+    /// with [`throttle_by`](Self::throttle_by): a client is throttled once 20 of its requests
+    /// within one window were blocked. Default 1 second; longer than zero.
+    pub throttle_window: Duration,
+    /// How long a throttled client is answered `429`
+    /// ([`ThrottleBuilder::cool_down`](cuckoo_guard::tower::throttle::ThrottleBuilder::cool_down)),
+    /// with [`throttle_by`](Self::throttle_by). Default 10 seconds; longer than zero.
+    pub throttle_cool_down: Duration,
     /// How long the throttle holds each `429` before sending it
     /// ([`ThrottleBuilder::hold`](cuckoo_guard::tower::throttle::ThrottleBuilder::hold)),
     /// with [`throttle_by`](Self::throttle_by); zero (the default) sends it at once. Shorter
-    /// than the throttle's 10-second cool-down.
+    /// than [`throttle_cool_down`](Self::throttle_cool_down).
     pub throttle_hold: Duration,
 }
 
@@ -218,6 +228,8 @@ impl Config {
             max_name_bytes: 1024,
             fleet: None,
             throttle_by: None,
+            throttle_window: Duration::from_secs(1),
+            throttle_cool_down: Duration::from_secs(10),
             throttle_hold: Duration::ZERO,
         }
     }

@@ -82,7 +82,7 @@ pub use crate::routes::{App, MAX_IDS, UNAVAILABLE_BODY};
 /// ```
 pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
     let throttle = match &config.throttle_by {
-        Some(header) => Some(routes::throttle(header, config.throttle_hold)?),
+        Some(header) => Some(routes::throttle(header, config)?),
         None => None,
     };
     let queries = Arc::new(Queries::default());

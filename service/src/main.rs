@@ -63,9 +63,18 @@ struct Args {
     /// request header (its first comma-separated value: `x-forwarded-for` behind a proxy).
     #[arg(long, value_name = "HEADER")]
     throttle_by: Option<String>,
-    /// Hold each 429 this many milliseconds before sending it (under 10,000; at most 1,000
-    /// answers held at once), so that a throttled client waiting for its answers sends at
-    /// most one request per connection per hold.
+    /// Throttle a client once 20 of its requests within a window of this many milliseconds
+    /// were blocked.
+    #[arg(long, value_name = "MS", default_value_t = 1_000, requires = "throttle_by",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    throttle_window_ms: u64,
+    /// Answer a throttled client 429 for this many milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "throttle_by",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    throttle_cool_down_ms: u64,
+    /// Hold each 429 this many milliseconds before sending it (shorter than the cool-down;
+    /// at most 1,000 answers held at once), so that a throttled client waiting for its
+    /// answers sends at most one request per connection per hold.
     #[arg(long, value_name = "MS", default_value_t = 0, requires = "throttle_by")]
     throttle_hold_ms: u64,
 }
@@ -116,6 +125,8 @@ async fn main() -> ExitCode {
     config.cache_bytes = args.cache_bytes;
     config.max_name_bytes = args.max_name_bytes as usize;
     config.throttle_by = args.throttle_by;
+    config.throttle_window = std::time::Duration::from_millis(args.throttle_window_ms);
+    config.throttle_cool_down = std::time::Duration::from_millis(args.throttle_cool_down_ms);
     config.throttle_hold = std::time::Duration::from_millis(args.throttle_hold_ms);
     config.fleet = args.fleet_redis.map(|url| {
         let name = args.fleet_name.unwrap_or_else(|| config.table.clone());

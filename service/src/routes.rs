@@ -257,12 +257,16 @@ impl App {
     }
 }
 
-/// The throttle of clients named by the request header `header`, holding each `429` for
-/// `hold`.
-pub(crate) fn throttle(header: &str, hold: Duration) -> Result<Throttle<ClientHeader>, BoxError> {
+/// The throttle of clients named by the request header `header`, with `config`'s window,
+/// cool-down and hold.
+pub(crate) fn throttle(header: &str, config: &Config) -> Result<Throttle<ClientHeader>, BoxError> {
     let name = axum::http::HeaderName::from_bytes(header.as_bytes())
         .map_err(|_| format!("throttle header {header:?} is not a valid header name"))?;
-    Ok(Throttle::builder(ClientHeader(name)).hold(hold).build()?)
+    Ok(Throttle::builder(ClientHeader(name))
+        .window(config.throttle_window)
+        .cool_down(config.throttle_cool_down)
+        .hold(config.throttle_hold)
+        .build()?)
 }
 
 /// The public router over `users` (the users routes, behind the guard's layer if
