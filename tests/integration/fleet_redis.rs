@@ -607,7 +607,7 @@ fn a_long_read_does_not_time_out_nor_hold_up_other_calls() {
     with_fleet(|url, name| async move {
         let c = RedisCoordinator::builder(&url, &name)
             .hold(Duration::ZERO)
-            .response_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1))
             .connect()
             .await
             .unwrap();
@@ -617,19 +617,19 @@ fn a_long_read_does_not_time_out_nor_hold_up_other_calls() {
         let started = Instant::now();
         let read = tokio::spawn(async move {
             reader
-                .read(top, Position::ZERO, 10, Duration::from_millis(1500))
+                .read(top, Position::ZERO, 10, Duration::from_secs(3))
                 .await
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let renewing = Instant::now();
         assert!(c.renew(member, LEASE).await.unwrap());
         assert!(
-            renewing.elapsed() < Duration::from_millis(500),
+            renewing.elapsed() < Duration::from_secs(2),
             "a renewal waited for the read"
         );
         let batch = read.await.unwrap().expect("the blocking read failed");
         assert!(batch.entries.is_empty() && batch.acks.is_empty());
-        assert!(started.elapsed() >= Duration::from_millis(1400));
+        assert!(started.elapsed() >= Duration::from_millis(2900));
 
         // The read connection is reused after a completed read.
         let batch = c
