@@ -155,35 +155,44 @@ fn a_create_through_one_member_is_present_on_the_others() {
             percentile(&mut baseline, 0.50),
             percentile(&mut baseline, 0.99),
         );
-        let calls_before: Vec<u64> = members
-            .iter()
-            .map(|(_, f)| f.stats().coordinator_calls)
-            .collect();
         // A member whose renewal a busy machine delayed fails open meanwhile: allowed, and
-        // counted apart from the blocked ones.
-        let (mut blocked, mut failed_open) = (0, 0);
-        for key in 5_000_000..5_001_000i64 {
-            for (guard, _) in members.iter() {
-                match guard.admit(&key) {
-                    Admission::Blocked => blocked += 1,
-                    Admission::FailOpen => failed_open += 1,
-                    _ => {}
+        // counted apart from the blocked ones. A stall that left every member past its
+        // renewal's deadline blocks none: the pass is repeated, within the test's patience.
+        let started = Instant::now();
+        loop {
+            let calls_before: Vec<u64> = members
+                .iter()
+                .map(|(_, f)| f.stats().coordinator_calls)
+                .collect();
+            let (mut blocked, mut failed_open) = (0, 0);
+            for key in 5_000_000..5_001_000i64 {
+                for (guard, _) in members.iter() {
+                    match guard.admit(&key) {
+                        Admission::Blocked => blocked += 1,
+                        Admission::FailOpen => failed_open += 1,
+                        _ => {}
+                    }
                 }
             }
-        }
-        assert!(
-            blocked > 0 && blocked + failed_open > 2_900,
-            "serving members block absent keys ({blocked} of 3000, {failed_open} failed open)"
-        );
-        for ((_, fleet), before) in members.iter().zip(calls_before) {
-            // The tasks' own calls (reads, renewals) go on; lookups add none: 3,000 lookups
-            // within well under a second add at most a few task calls.
-            let during = fleet.stats().coordinator_calls - before;
-            eprintln!("coordinator calls during 3,000 lookups on one member: {during}");
             assert!(
-                during < 100,
-                "{during} coordinator calls during 3,000 lookups"
+                blocked + failed_open > 2_900,
+                "serving members block absent keys ({blocked} of 3000, {failed_open} failed open)"
             );
+            for ((_, fleet), before) in members.iter().zip(calls_before) {
+                // The tasks' own calls (reads, renewals) go on; lookups add none: 3,000
+                // lookups within well under a second add at most a few task calls.
+                let during = fleet.stats().coordinator_calls - before;
+                eprintln!("coordinator calls during 3,000 lookups on one member: {during}");
+                assert!(
+                    during < 100,
+                    "{during} coordinator calls during 3,000 lookups"
+                );
+            }
+            if blocked > 0 {
+                break;
+            }
+            assert!(started.elapsed() < PATIENCE, "no member served");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         for (guard, fleet) in members.iter() {
             let stats = fleet.stats();
@@ -684,7 +693,7 @@ fn an_expelled_member_cannot_seal() {
         let (a, mut fleet_a) = members.pop().unwrap();
         // A guard that is not the member's: refused, nothing changes.
         assert!(fleet_a.seal(&b, &path).await.is_err());
-        assert!(fleet_a.stats().serving);
+        until("A serves", || fleet_a.stats().serving).await;
         a.put(&1, &String::from("one")).await.unwrap();
         let coordinator = coordinator(&redis, &name).await;
         let member = fleet_a.member().expect("registered");
@@ -779,15 +788,15 @@ fn a_member_with_a_delete_of_unknown_outcome_does_not_seal() {
         let a = guard(store(&pg, &unique_name("fleet")).await);
         let impatient = RedisCoordinator::builder(&redis, &name)
             .hold(Duration::from_millis(2_500))
-            .response_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_millis(800))
             .connect()
             .await
             .unwrap();
         let mut fleet_a = Fleet::join(&a, impatient, config(&name)).await.unwrap();
         until("A serves", || fleet_a.stats().serving).await;
         a.put(&1, &String::from("one")).await.unwrap();
-        // The server holds writes for 1.2 s: the delete's announcement times out, and its
-        // entry is appended when the pause ends.
+        // The server holds writes until the delete returned: the delete's announcement times
+        // out, and its entry is appended when the pause ends.
         let mut connection = redis::Client::open(redis.as_str())
             .unwrap()
             .get_multiplexed_async_connection()
@@ -795,13 +804,17 @@ fn a_member_with_a_delete_of_unknown_outcome_does_not_seal() {
             .unwrap();
         let _: () = redis::cmd("CLIENT")
             .arg("PAUSE")
-            .arg(1_200)
+            .arg(10_000)
             .arg("WRITE")
             .query_async(&mut connection)
             .await
             .unwrap();
         assert!(a.delete(&1).await.unwrap());
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let _: () = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
         let refused = fleet_a.seal(&a, dir.path().join("a.cgsnap")).await;
         match refused {
             Err(GuardError::Fleet(FleetError::Guard(why))) => {

@@ -841,9 +841,12 @@ async fn three_processes_no_false_negatives_and_a_kill() {
     );
     assert_eq!(wrong, [], "lookups answered wrongly (id, instance, status)");
     assert!(looked_up >= LOOKUPS as u64, "{looked_up} lookups counted");
+    // Lookups make no calls: the background's (a few a second per instance) and a margin.
+    let background = 10.0 * 3.0 * phase_2.elapsed().as_secs_f64();
     assert!(
-        per_lookup < 0.01,
-        "{per_lookup} coordinator calls per lookup"
+        (calls as f64) < looked_up as f64 * 0.01 + background,
+        "{calls} coordinator calls for {looked_up} lookups in {:?}",
+        phase_2.elapsed()
     );
     for index in 0..3 {
         // Each member answers "absent" itself: the reads above tested serving filters.

@@ -230,7 +230,7 @@ fn a_read_blocks_until_entries_come_and_returns_them_in_order() {
         let reader = c.clone();
         let read = tokio::spawn(async move {
             reader
-                .read(top, Position::ZERO, 10, Duration::from_secs(5))
+                .read(top, Position::ZERO, 10, Duration::from_secs(20))
                 .await
                 .unwrap()
         });
@@ -243,7 +243,7 @@ fn a_read_blocks_until_entries_come_and_returns_them_in_order() {
         let create = c.announce_create(A, b"ada").await.unwrap().position;
         let first = read.await.unwrap();
         assert!(
-            appended.elapsed() < Duration::from_secs(2),
+            appended.elapsed() < Duration::from_secs(10),
             "the read did not wake"
         );
         assert_eq!(first.entries[0].position, create);
@@ -288,7 +288,7 @@ fn acknowledgements_are_recorded_and_published_to_the_feed() {
         let reader = c.clone();
         let read = tokio::spawn(async move {
             reader
-                .read(p, Position::ZERO, 10, Duration::from_secs(5))
+                .read(p, Position::ZERO, 10, Duration::from_secs(20))
                 .await
                 .unwrap()
         });
@@ -297,7 +297,7 @@ fn acknowledgements_are_recorded_and_published_to_the_feed() {
         c.ack(a, p).await.unwrap();
         let batch = read.await.unwrap();
         assert!(
-            woke.elapsed() < Duration::from_secs(2),
+            woke.elapsed() < Duration::from_secs(10),
             "the read did not wake"
         );
         assert!(batch.entries.is_empty());
@@ -339,16 +339,16 @@ fn acknowledgements_are_recorded_and_published_to_the_feed() {
 fn renew_extends_a_live_lease_and_never_recreates_an_expired_one() {
     with_fleet(|url, name| async move {
         let c = coordinator(&url, &name).await;
-        // Leases that must still be live when looked at have a second or more to spare, so
-        // a stalled client does not let them lapse; the short one only lapses.
+        // Leases that must still be live when looked at have seconds to spare, so a stalled
+        // client does not let them lapse; the short one only lapses.
         let member = c
-            .register(A, None, Duration::from_secs(1))
+            .register(A, None, Duration::from_secs(3))
             .await
             .unwrap()
             .member;
-        // A renewal extends the one-second lease to three seconds from now.
-        assert!(c.renew(member, Duration::from_secs(3)).await.unwrap());
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        // A renewal extends the three-second lease to ten seconds from now.
+        assert!(c.renew(member, Duration::from_secs(10)).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
         let state = &c.members(&[member]).await.unwrap().members[0];
         assert!(
             state.registered && state.lease_live,
@@ -374,15 +374,15 @@ fn renew_extends_a_live_lease_and_never_recreates_an_expired_one() {
 fn expel_removes_only_members_whose_lease_expired() {
     with_fleet(|url, name| async move {
         let c = coordinator(&url, &name).await;
-        // Live for a second: a stalled client still finds it live at the first expel.
+        // Live for three seconds: a stalled client still finds it live at the first expel.
         let short = c
-            .register(A, None, Duration::from_secs(1))
+            .register(A, None, Duration::from_secs(3))
             .await
             .unwrap()
             .member;
         let long = c.register(B, None, LEASE).await.unwrap().member;
         assert!(!c.expel(short).await.unwrap(), "expelled a live member");
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
         assert!(!c.expel(long).await.unwrap(), "expelled a live member");
         assert!(c.expel(short).await.unwrap());
         assert!(!c.expel(short).await.unwrap(), "expelled twice");
@@ -544,17 +544,17 @@ fn a_malformed_entry_is_an_error_not_a_skip() {
 fn a_new_epoch_holds_creates_until_the_hold_elapses() {
     with_fleet(|url, name| async move {
         let c = RedisCoordinator::builder(&url, &name)
-            .hold(Duration::from_secs(1))
+            .hold(Duration::from_secs(5))
             .connect()
             .await
             .unwrap();
         c.register(A, None, LEASE).await.unwrap();
         let hold = c.announce_create(A, b"ada").await.unwrap().hold;
         assert!(
-            hold > Duration::ZERO && hold <= Duration::from_secs(1),
+            hold > Duration::ZERO && hold <= Duration::from_secs(5),
             "{hold:?}"
         );
-        tokio::time::sleep(Duration::from_millis(1300)).await;
+        tokio::time::sleep(Duration::from_millis(5300)).await;
         assert_eq!(
             c.announce_create(A, b"bob").await.unwrap().hold,
             Duration::ZERO
@@ -576,7 +576,7 @@ fn a_server_that_lost_its_data_starts_a_new_epoch() {
     common::runtime().block_on(async {
         tokio::time::timeout(LIMIT, async {
             let c = RedisCoordinator::builder(server.url(), "lost")
-                .hold(Duration::from_secs(5))
+                .hold(Duration::from_secs(60))
                 .connect()
                 .await
                 .unwrap();
@@ -595,7 +595,7 @@ fn a_server_that_lost_its_data_starts_a_new_epoch() {
             assert_eq!(registration.top, Position::ZERO);
             assert!(c.trimmed_after(p).await.unwrap());
             let hold = c.announce_create(A, b"bob").await.unwrap().hold;
-            assert!(hold > Duration::from_secs(4), "{hold:?}");
+            assert!(hold > Duration::from_secs(30), "{hold:?}");
         })
         .await
         .expect("the test did not finish in time");
@@ -607,7 +607,7 @@ fn a_long_read_does_not_time_out_nor_hold_up_other_calls() {
     with_fleet(|url, name| async move {
         let c = RedisCoordinator::builder(&url, &name)
             .hold(Duration::ZERO)
-            .response_timeout(Duration::from_secs(1))
+            .response_timeout(Duration::from_secs(3))
             .connect()
             .await
             .unwrap();
@@ -617,19 +617,19 @@ fn a_long_read_does_not_time_out_nor_hold_up_other_calls() {
         let started = Instant::now();
         let read = tokio::spawn(async move {
             reader
-                .read(top, Position::ZERO, 10, Duration::from_secs(3))
+                .read(top, Position::ZERO, 10, Duration::from_secs(8))
                 .await
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let renewing = Instant::now();
         assert!(c.renew(member, LEASE).await.unwrap());
         assert!(
-            renewing.elapsed() < Duration::from_secs(2),
+            renewing.elapsed() < Duration::from_secs(5),
             "a renewal waited for the read"
         );
         let batch = read.await.unwrap().expect("the blocking read failed");
         assert!(batch.entries.is_empty() && batch.acks.is_empty());
-        assert!(started.elapsed() >= Duration::from_millis(2900));
+        assert!(started.elapsed() >= Duration::from_millis(7900));
 
         // The read connection is reused after a completed read.
         let batch = c

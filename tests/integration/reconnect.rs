@@ -97,9 +97,9 @@ where
     vec![writer, reader]
 }
 
-/// Runs traffic, applies `fault` after a second, measures the time from the end of the fault
-/// to the first read that succeeds, lets traffic run another second, then checks every
-/// created key. Returns the recovery time.
+/// Runs traffic, applies `fault` after a second (and a create), measures the time from the
+/// end of the fault to the first read that succeeds, lets traffic run another second (and on
+/// to more than 100 creates), then checks every created key. Returns the recovery time.
 async fn survive<St, F, Fut>(guard: AsyncCacheGuard<St>, label: &str, fault: F) -> Duration
 where
     St: AsyncStore<Key = i64, Value = i64> + 'static,
@@ -113,12 +113,17 @@ where
         let (guard, seen) = (guard.clone(), Arc::clone(&seen));
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let probe = *seen
-                .created
-                .lock()
-                .unwrap()
-                .first()
-                .expect("creates before the fault");
+            let started = Instant::now();
+            let probe = loop {
+                if let Some(&probe) = seen.created.lock().unwrap().first() {
+                    break probe;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "no creates before the fault"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
             fault().await;
             let ended = Instant::now();
             loop {
@@ -131,7 +136,13 @@ where
         })
     };
     let recovery = prober.await.unwrap();
+    // Traffic goes on for a second, and until more than 100 creates returned.
+    let recovered = Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
+    while seen.created.lock().unwrap().len() <= 100 && recovered.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for task in tasks {
         task.await.unwrap();
@@ -208,7 +219,7 @@ fn redis_recovers_when_the_server_kills_its_clients() {
             assert_ne!(killed, redis::Value::Int(0), "no client was killed");
         })
         .await;
-        assert!(recovery < Duration::from_secs(1), "{recovery:?}");
+        assert!(recovery < Duration::from_secs(3), "{recovery:?}");
     });
 }
 
@@ -278,7 +289,7 @@ fn postgres_recovers_when_its_backends_are_terminated() {
             },
         )
         .await;
-        assert!(recovery < Duration::from_secs(1), "{recovery:?}");
+        assert!(recovery < Duration::from_secs(3), "{recovery:?}");
 
         let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await

@@ -426,8 +426,9 @@ async fn a_held_answer_waits_out_its_hold_and_past_max_held_is_sent_at_once() {
             .parse()
             .unwrap()
     };
-    // The 10-second cool-down, counted from when each answer is sent.
-    assert!((9..=10).contains(&retry_after(&at_once)), "{at_once:?}");
+    // The 10-second cool-down, counted from when each answer is sent. The cool-down runs on
+    // the real clock, where the hold runs on the paused one: up to 2 s of a stall pass.
+    assert!((8..=10).contains(&retry_after(&at_once)), "{at_once:?}");
     assert_eq!(
         status_as(&app, "reader", "/users/3").await.status(),
         StatusCode::OK
