@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::servers::{server_url, POSTGRES, REDIS};
-use common::{unique_name, OwnRedis};
+use common::{unique_name, until, OwnRedis};
 use cuckoo_guard::fleet::{Coordinator, Fleet, FleetConfig, Position, RedisCoordinator};
 use cuckoo_guard::guard::{
     Admission, AsyncCacheGuard, FleetError, GuardError, RebuildPolicy, Restart,
@@ -56,15 +56,6 @@ async fn coordinator(url: &str, fleet: &str) -> RedisCoordinator {
         .connect()
         .await
         .unwrap()
-}
-
-/// Waits until `done` holds, failing the test after [`PATIENCE`].
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < PATIENCE, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// `n` guards over one new table, each joined to one new fleet; returns once all serve.

@@ -81,10 +81,7 @@ pub use crate::routes::{App, MAX_IDS, UNAVAILABLE_BODY};
 /// # Ok(()) }
 /// ```
 pub async fn build(config: &Config) -> Result<(Router, App), BoxError> {
-    let throttle = match &config.throttle_by {
-        Some(header) => Some(routes::throttle(header, config)?),
-        None => None,
-    };
+    let throttle = routes::throttle(config)?;
     let queries = Arc::new(Queries::default());
     let users = database::open(config, &queries).await?;
     let coordinator = match &config.fleet {

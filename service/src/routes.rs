@@ -257,16 +257,21 @@ impl App {
     }
 }
 
-/// The throttle of clients named by the request header `header`, with `config`'s window,
-/// cool-down and hold.
-pub(crate) fn throttle(header: &str, config: &Config) -> Result<Throttle<ClientHeader>, BoxError> {
+/// The throttle of `config`: of clients named by its request header
+/// [`throttle_by`](Config::throttle_by), with its window, cool-down and hold; `None` without
+/// the header.
+pub(crate) fn throttle(config: &Config) -> Result<Option<Throttle<ClientHeader>>, BoxError> {
+    let Some(header) = &config.throttle_by else {
+        return Ok(None);
+    };
     let name = axum::http::HeaderName::from_bytes(header.as_bytes())
         .map_err(|_| format!("throttle header {header:?} is not a valid header name"))?;
-    Ok(Throttle::builder(ClientHeader(name))
+    let throttle = Throttle::builder(ClientHeader(name))
         .window(config.throttle_window)
         .cool_down(config.throttle_cool_down)
         .hold(config.throttle_hold)
-        .build()?)
+        .build()?;
+    Ok(Some(throttle))
 }
 
 /// The public router over `users` (the users routes, behind the guard's layer if

@@ -178,6 +178,18 @@ pub(crate) fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> 
     }
 }
 
+/// Waits until `done` holds, failing the test after 60 s.
+pub(crate) async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A tokio runtime with two workers, so spawned tasks really run in parallel.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

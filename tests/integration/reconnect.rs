@@ -113,17 +113,11 @@ where
         let (guard, seen) = (guard.clone(), Arc::clone(&seen));
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let started = Instant::now();
-            let probe = loop {
-                if let Some(&probe) = seen.created.lock().unwrap().first() {
-                    break probe;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(30),
-                    "no creates before the fault"
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            };
+            common::until("a create before the fault", || {
+                !seen.created.lock().unwrap().is_empty()
+            })
+            .await;
+            let probe = seen.created.lock().unwrap()[0];
             fault().await;
             let ended = Instant::now();
             loop {
@@ -137,12 +131,11 @@ where
     };
     let recovery = prober.await.unwrap();
     // Traffic goes on for a second, and until more than 100 creates returned.
-    let recovered = Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    while seen.created.lock().unwrap().len() <= 100 && recovered.elapsed() < Duration::from_secs(30)
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::until("more than 100 creates", || {
+        seen.created.lock().unwrap().len() > 100
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     for task in tasks {
         task.await.unwrap();

@@ -11,9 +11,10 @@
 use crate::common;
 
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::counted::Counted;
+use common::until;
 use cuckoo_guard::guard::{AsyncCacheGuard, AsyncStore, CacheGuard, GuardError, Store};
 use cuckoo_guard::stores::{PostgresStore, SqliteStore};
 use cuckoo_guard::CuckooFilter;
@@ -24,18 +25,6 @@ const GONE: i64 = 42;
 
 fn filter() -> CuckooFilter {
     CuckooFilter::with_capacity(1_000)
-}
-
-/// Waits until `done` holds, failing the test after 60 s.
-async fn until(what: &str, done: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 type PgGuard = AsyncCacheGuard<Arc<Counted<PostgresStore<i64, String>>>>;
